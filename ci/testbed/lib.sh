@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source this file
 # Shared definitions and functions of the faultlab test bed.
 # Sourced by ci/testbed/{up,down,status,node,smoke,build,...}; never run directly.
 
@@ -101,10 +102,12 @@ fl_apt_update_once() {
 # configured binary repository if there is none.
 fl_ensure_deb_src() {
   local targets uri
+  # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
   targets=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE)' 2>/dev/null || true)
   if grep -qx 'deb-src bookworm' <<<"$targets"; then
     return 0
   fi
+  # shellcheck disable=SC2016
   uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
     awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
   [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot add a deb-src entry"
@@ -159,7 +162,12 @@ fl_k8s_cache_dir() { printf '%s/k8s/%s\n' "$FL_CACHE" "$1"; }
 FL_K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 # Sets FL_BIN to the directory holding the five binaries (after fl_build_k8s).
+# up records the directory in $FL_TB/bin-dir so node commands need no apt look-up.
 fl_k8s_bin_dir() {
+  if [ -s "$FL_TB/bin-dir" ]; then
+    FL_BIN=$(cat "$FL_TB/bin-dir")
+    [ -x "$FL_BIN/kubelet" ] && return 0
+  fi
   local ver
   ver=$(fl_k8s_src_version)
   FL_BIN=$(fl_k8s_cache_dir "$ver")/bin
@@ -332,3 +340,690 @@ fl_image_build() {
   printf '%s\n' "$out/image.tar"
 }
 # ---------------------------------------------------------- end images ------
+
+# ---------------------------------------------------------- processes ------
+# Ports on the host's loopback (etcd) and the host veth address (apiserver).
+FL_ETCD_CLIENT=http://127.0.0.1:12379
+FL_ETCD_PEER=http://127.0.0.1:12380
+FL_APISERVER_URL=https://$FL_HOST_IP:$FL_APISERVER_PORT
+
+FL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+# pgrep -f pattern that identifies each component's process (used to adopt or kill strays).
+fl_comp_pattern() {
+  case $1 in
+    etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
+      echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
+    containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF" ;;
+    *) die "unknown component $1" ;;
+  esac
+}
+
+fl_pid_file() { printf '%s/%s.pid\n' "$FL_PIDS" "$1"; }
+fl_log_file() { printf '%s/%s.log\n' "$FL_LOG" "$1"; }
+
+# Print the PID of a running component, or nothing. A PID file whose process is gone or is
+# something else is stale and removed; a matching process without PID file is adopted.
+fl_comp_pid() {
+  local comp=$1 pf pid="" pat
+  pf=$(fl_pid_file "$comp")
+  pat=$(fl_comp_pattern "$comp")
+  if [ -f "$pf" ]; then
+    pid=$(cat "$pf" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] &&
+      tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE -- "$pat"; then
+      printf '%s\n' "$pid"
+      return 0
+    fi
+    rm -f "$pf"
+  fi
+  pid=$(pgrep -f -- "$pat" | head -n 1 || true)
+  if [ -n "$pid" ]; then
+    mkdir -p "$FL_PIDS"
+    printf '%s\n' "$pid" >"$pf"
+    printf '%s\n' "$pid"
+  fi
+}
+
+fl_comp_alive() { [ -n "$(fl_comp_pid "$1")" ]; }
+
+# fl_start <component> <netns|-> <argv...>: start in the background in its own session,
+# log to /var/log/faultlab/testbed/<component>.log, record the PID.
+fl_start() {
+  local comp=$1 ns=$2
+  shift 2
+  local logf pid
+  logf=$(fl_log_file "$comp")
+  mkdir -p "$FL_LOG" "$FL_PIDS"
+  printf '==== %s starting %s: %s\n' "$(date -u +%FT%TZ)" "$comp" "$*" >>"$logf"
+  if [ "$ns" = - ]; then
+    nohup setsid "$@" >>"$logf" 2>&1 </dev/null &
+  else
+    nohup setsid nsenter --net="/run/netns/$ns" -- "$@" >>"$logf" 2>&1 </dev/null &
+  fi
+  pid=$!
+  printf '%s\n' "$pid" >"$(fl_pid_file "$comp")"
+  log "started $comp (pid $pid, log $logf)"
+}
+
+# fl_stop <component> [timeout-seconds]: SIGTERM, then SIGKILL after the timeout.
+fl_stop() {
+  local comp=$1 timeout=${2:-15} pid i
+  pid=$(fl_comp_pid "$comp")
+  if [ -z "$pid" ]; then
+    rm -f "$(fl_pid_file "$comp")"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < timeout * 10; i++)); do
+    [ -d "/proc/$pid" ] || break
+    sleep 0.1
+  done
+  if [ -d "/proc/$pid" ]; then
+    log "$comp (pid $pid) did not stop in ${timeout}s; SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    while [ -d "/proc/$pid" ]; do sleep 0.1; done
+  fi
+  rm -f "$(fl_pid_file "$comp")"
+  log "stopped $comp (pid $pid)"
+}
+
+fl_log_tail() { # <component> [lines]
+  local f
+  f=$(fl_log_file "$1")
+  if [ -f "$f" ]; then
+    printf -- '---- last %s lines of %s ----\n' "${2:-40}" "$f" >&2
+    tail -n "${2:-40}" "$f" >&2
+  fi
+}
+
+# fl_wait <seconds> <description> <command...>: poll until the command succeeds.
+fl_wait() {
+  local secs=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "timed out after ${secs}s waiting for $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# fl_wait_comp <component> <seconds> <check command...>: like fl_wait, but fails at once
+# if the component's process dies, and prints its log tail on failure.
+fl_wait_comp() {
+  local comp=$1 secs=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! fl_comp_alive "$comp"; then
+      log "$comp exited while starting"
+      fl_log_tail "$comp" 40
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "$comp did not become healthy within ${secs}s"
+      fl_log_tail "$comp" 40
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# Run a command in the node's network namespace (host mount namespace kept).
+fl_in_node() { nsenter --net="/run/netns/$FL_NETNS" -- "$@"; }
+
+fl_ctr() { ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"; }
+
+fl_kubectl() { "$FL_BIN/kubectl" --kubeconfig "$FL_KUBECONFIG" "$@"; }
+
+# ------------------------------------------------------------ health -------
+fl_health_etcd() { curl -fsS --max-time 3 "$FL_ETCD_CLIENT/health" | grep -q '"health":"true"'; }
+fl_health_apiserver() {
+  curl -fsS --max-time 3 --cacert "$FL_PKI/ca.crt" --cert "$FL_PKI/admin.crt" --key "$FL_PKI/admin.key" \
+    "$FL_APISERVER_URL/readyz" | grep -qx ok
+}
+fl_health_controller_manager() { curl -ksS --max-time 3 https://127.0.0.1:10257/healthz | grep -qx ok; }
+fl_health_scheduler() { curl -ksS --max-time 3 https://127.0.0.1:10259/healthz | grep -qx ok; }
+fl_health_containerd() { fl_in_node ctr --address "$FL_CTRD_SOCK" --timeout 3s version; }
+fl_health_kubelet() { fl_in_node curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -qx ok; }
+fl_node_ready() {
+  [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+fl_comp_health() {
+  case $1 in
+    etcd) fl_health_etcd ;;
+    kube-apiserver) fl_health_apiserver ;;
+    kube-controller-manager) fl_health_controller_manager ;;
+    kube-scheduler) fl_health_scheduler ;;
+    containerd) fl_health_containerd ;;
+    kubelet) fl_health_kubelet ;;
+  esac
+}
+
+# ------------------------------------------------------- certificates -------
+# fl_cert <name> <subject> [serverAltNames]: an EC P-256 key and a certificate signed by the CA.
+fl_cert() {
+  local name=$1 subj=$2 sans=${3:-} ext
+  [ -s "$FL_PKI/$name.crt" ] && [ -s "$FL_PKI/$name.key" ] && return 0
+  ext=$(mktemp)
+  if [ -n "$sans" ]; then
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$sans" >"$ext"
+  else
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$ext"
+  fi
+  openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/$name.key" 2>/dev/null
+  openssl req -new -key "$FL_PKI/$name.key" -subj "$subj" -out "$FL_PKI/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$FL_PKI/$name.csr" -CA "$FL_PKI/ca.crt" -CAkey "$FL_PKI/ca.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "$ext" -out "$FL_PKI/$name.crt" 2>/dev/null
+  rm -f "$ext" "$FL_PKI/$name.csr"
+}
+
+fl_make_pki() {
+  mkdir -p "$FL_PKI"
+  chmod 0700 "$FL_PKI"
+  if [ ! -s "$FL_PKI/ca.crt" ]; then
+    log "creating certificates in $FL_PKI"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$FL_PKI/ca.key" -subj "/CN=faultlab-testbed-ca" -days 3650 -sha256 \
+      -addext 'basicConstraints=critical,CA:TRUE' -addext 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature' \
+      -out "$FL_PKI/ca.crt" 2>/dev/null
+  fi
+  fl_cert apiserver "/CN=kube-apiserver" \
+    "IP:$FL_HOST_IP,IP:127.0.0.1,IP:$FL_SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
+  fl_cert admin "/O=system:masters/CN=faultlab-admin"
+  fl_cert controller-manager "/CN=system:kube-controller-manager"
+  fl_cert scheduler "/CN=system:kube-scheduler"
+  fl_cert node "/O=system:nodes/CN=system:node:$FL_NODE"
+  fl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  if [ ! -s "$FL_PKI/sa.key" ]; then
+    openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/sa.key" 2>/dev/null
+    openssl ec -in "$FL_PKI/sa.key" -pubout -out "$FL_PKI/sa.pub" 2>/dev/null
+  fi
+}
+
+# fl_write_if_changed <file> <mode>: stdin -> file, only when the content differs.
+# Returns 0 when the file was (re)written, 1 when it was already up to date.
+fl_write_if_changed() {
+  local f=$1 mode=${2:-0644} tmp
+  mkdir -p "$(dirname "$f")"
+  tmp=$(mktemp "$f.XXXXXX")
+  cat >"$tmp"
+  chmod "$mode" "$tmp"
+  if [ -f "$f" ] && cmp -s "$tmp" "$f"; then
+    rm -f "$tmp"
+    return 1
+  fi
+  mv "$tmp" "$f"
+  return 0
+}
+
+# fl_kubeconfig <file> <cert-name> <user> [context]
+fl_kubeconfig() {
+  local f=$1 cert=$2 user=$3 ctx=${4:-$FL_CONTEXT}
+  fl_write_if_changed "$f" 0600 <<EOK || true
+apiVersion: v1
+kind: Config
+clusters:
+- name: faultlab
+  cluster:
+    server: $FL_APISERVER_URL
+    certificate-authority-data: $(base64 -w0 <"$FL_PKI/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 <"$FL_PKI/$cert.crt")
+    client-key-data: $(base64 -w0 <"$FL_PKI/$cert.key")
+contexts:
+- name: $ctx
+  context:
+    cluster: faultlab
+    user: $user
+current-context: $ctx
+EOK
+}
+
+# -------------------------------------------------------------- node net ----
+fl_netns_exists() { [ -e "/run/netns/$FL_NETNS" ] && ip netns list | awk '{print $1}' | grep -qx "$FL_NETNS"; }
+
+fl_setup_netns() {
+  if ! fl_netns_exists; then
+    log "creating network namespace $FL_NETNS"
+    ip netns add "$FL_NETNS"
+  fi
+  if ! ip link show "$FL_VETH_HOST" >/dev/null 2>&1; then
+    # A node-side end left without its peer cannot be reused.
+    fl_in_node ip link del "$FL_VETH_NODE" 2>/dev/null || true
+    log "creating veth $FL_VETH_HOST (host, $FL_HOST_IP) <-> $FL_VETH_NODE ($FL_NETNS, $FL_NODE_IP)"
+    ip link add "$FL_VETH_HOST" type veth peer name "$FL_VETH_NODE" netns "$FL_NETNS"
+  fi
+  ip addr replace "$FL_HOST_IP/$FL_LINK_PREFIX" dev "$FL_VETH_HOST"
+  ip link set "$FL_VETH_HOST" up
+  fl_in_node ip link set lo up
+  fl_in_node ip addr replace "$FL_NODE_IP/$FL_LINK_PREFIX" dev "$FL_VETH_NODE"
+  fl_in_node ip link set "$FL_VETH_NODE" up
+  # The node's default route: what the default-route fault deletes. The host's routes are never touched.
+  if ! fl_in_node ip route show default | grep -q "via $FL_HOST_IP"; then
+    fl_in_node ip route replace default via "$FL_HOST_IP" dev "$FL_VETH_NODE"
+  fi
+  # Forwarding for pods is a per-namespace setting: node namespace only.
+  fl_in_node sysctl -qw net.ipv4.ip_forward=1
+}
+
+# ------------------------------------------------------------- the disk -----
+# Loop device the containerd disk is attached to (empty if none).
+fl_disk_device() {
+  losetup -j "$FL_DISK_FILE" -O NAME -n 2>/dev/null | head -n 1 | tr -d ' '
+}
+
+fl_disk_mounted() { findmnt -rn -M "$FL_CTRD_ROOT" >/dev/null 2>&1; }
+
+fl_setup_disk() {
+  mkdir -p "$FL_DISK_DIR" "$FL_CTRD_ROOT"
+  if fl_disk_mounted; then
+    return 0
+  fi
+  if [ -f "$FL_DISK_FILE" ] && ! e2fsck -p "$FL_DISK_FILE" >/dev/null 2>&1; then
+    log "containerd disk $FL_DISK_FILE damaged; recreating"
+    losetup -j "$FL_DISK_FILE" -O NAME -n | while read -r d; do losetup -d "$d"; done
+    rm -f "$FL_DISK_FILE"
+  fi
+  if [ ! -f "$FL_DISK_FILE" ]; then
+    log "creating ${FL_DISK_MIB} MiB ext4 containerd disk $FL_DISK_FILE"
+    truncate -s "${FL_DISK_MIB}M" "$FL_DISK_FILE.tmp"
+    mkfs.ext4 -q -F -m 0 -L faultlab-ctrd -E lazy_itable_init=0,lazy_journal_init=0 "$FL_DISK_FILE.tmp"
+    mv "$FL_DISK_FILE.tmp" "$FL_DISK_FILE"
+  fi
+  local dev
+  dev=$(fl_disk_device)
+  [ -n "$dev" ] || dev=$(losetup --find --show "$FL_DISK_FILE")
+  mount -t ext4 "$dev" "$FL_CTRD_ROOT"
+  log "mounted $dev on $FL_CTRD_ROOT"
+}
+
+# -------------------------------------------------------- host record -------
+# Before it changes anything on the host, up records what was there, once per up/down cycle:
+#   sysctl.<name>      the value of each sysctl the kubelet sets
+#   created-dirs       fixed host directories that did not exist
+#   run-netns-mount    present if /run/netns was not a mount point (ip netns add makes it one)
+fl_record_host() {
+  mkdir -p "$FL_HOSTREC"
+  local s d
+  for s in "${FL_KUBELET_SYSCTLS[@]}"; do
+    [ -f "$FL_HOSTREC/sysctl.$s" ] || sysctl -n "$s" >"$FL_HOSTREC/sysctl.$s"
+  done
+  touch "$FL_HOSTREC/created-dirs"
+  for d in "${FL_FIXED_HOST_DIRS[@]}" /opt/cloud /opt/cloud/cce /opt/cloud/cce/package /opt/cloud/cce/package/node-package; do
+    if [ ! -e "$d" ] && ! grep -qx "$d" "$FL_HOSTREC/created-dirs"; then
+      printf '%s\n' "$d" >>"$FL_HOSTREC/created-dirs"
+    fi
+  done
+  if [ ! -f "$FL_HOSTREC/run-netns.checked" ]; then
+    if ! findmnt -rn -M /run/netns >/dev/null 2>&1; then
+      touch "$FL_HOSTREC/run-netns-mount"
+      [ -e /run/netns ] || touch "$FL_HOSTREC/run-netns-dir"
+    fi
+    touch "$FL_HOSTREC/run-netns.checked"
+  fi
+}
+
+# ------------------------------------------------------------ configs -------
+# Each writer returns 0 when the file changed (so the caller can restart the component).
+fl_write_containerd_config() {
+  fl_write_if_changed "$FL_CTRD_CONF" <<EOC
+# faultlab test bed: containerd of the node $FL_NODE (runs in network namespace $FL_NETNS).
+version = 2
+root = "$FL_CTRD_ROOT"
+state = "$FL_CTRD_STATE"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$FL_CTRD_SOCK"
+
+[ttrpc]
+  address = ""
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$FL_LIB/containerd-opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$FL_PAUSE_REF"
+    restrict_oom_score_adj = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$FL_CTRD_STATE/runc"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$FL_CNI_CONF_DIR"
+      max_conf_num = 1
+EOC
+}
+
+fl_write_cni_config() {
+  fl_write_if_changed "$FL_CNI_CONF_DIR/10-faultlab.conflist" <<EOC
+{
+  "cniVersion": "0.4.0",
+  "name": "faultlab",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$FL_CNI_DATA/networks",
+        "ranges": [[{"subnet": "$FL_POD_CIDR", "gateway": "$FL_POD_GW"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOC
+}
+
+fl_write_kubelet_config() {
+  fl_write_if_changed "$FL_KUBELET_CONF" <<EOC
+# faultlab test bed: kubelet of node $FL_NODE. Command-line flags (see $FL_KUBELET_EXTRA) override this.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $FL_NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $FL_PKI/ca.crt
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+failSwapOn: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+volumePluginDir: $FL_KUBELET_ROOT/volume-plugins
+serializeImagePulls: false
+# containerd's disk is a 1 GiB loop mount: with the default thresholds a nearly full disk evicts
+# every pod at once, and image GC removes the pause image. Keep both out of the faults' way.
+evictionHard:
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
+  nodefs.available: "5%"
+  nodefs.inodesFree: "5%"
+  memory.available: "100Mi"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOC
+}
+
+fl_write_configs() {
+  fl_make_pki
+  fl_kubeconfig "$FL_KUBECONFIG" admin faultlab-admin
+  fl_kubeconfig "$FL_TB/controller-manager.kubeconfig" controller-manager system:kube-controller-manager
+  fl_kubeconfig "$FL_TB/scheduler.kubeconfig" scheduler system:kube-scheduler
+  fl_kubeconfig "$FL_TB/kubelet/kubeconfig" node "system:node:$FL_NODE"
+  FL_CHANGED_CONTAINERD=0
+  FL_CHANGED_KUBELET=0
+  if fl_write_containerd_config; then FL_CHANGED_CONTAINERD=1; fi
+  if fl_write_cni_config; then FL_CHANGED_CONTAINERD=1; fi
+  if fl_write_kubelet_config; then FL_CHANGED_KUBELET=1; fi
+}
+
+# ----------------------------------------------------- start components -----
+fl_start_etcd() {
+  mkdir -p "$FL_ETCD_DATA"
+  chmod 0700 "$FL_ETCD_DATA"
+  fl_start etcd - /usr/bin/etcd --name=faultlab --data-dir="$FL_ETCD_DATA" \
+    --listen-client-urls="$FL_ETCD_CLIENT" --advertise-client-urls="$FL_ETCD_CLIENT" \
+    --listen-peer-urls="$FL_ETCD_PEER" --initial-advertise-peer-urls="$FL_ETCD_PEER" \
+    --initial-cluster="faultlab=$FL_ETCD_PEER" --initial-cluster-state=new \
+    --snapshot-count=10000 --logger=zap --log-outputs=stderr
+  fl_wait_comp etcd 60 fl_health_etcd
+}
+
+fl_start_apiserver() {
+  fl_start kube-apiserver - "$FL_BIN/kube-apiserver" \
+    --advertise-address="$FL_HOST_IP" --bind-address="$FL_HOST_IP" --secure-port="$FL_APISERVER_PORT" \
+    --insecure-port=0 --etcd-servers="$FL_ETCD_CLIENT" \
+    --service-cluster-ip-range="$FL_SERVICE_CIDR" \
+    --tls-cert-file="$FL_PKI/apiserver.crt" --tls-private-key-file="$FL_PKI/apiserver.key" \
+    --client-ca-file="$FL_PKI/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$FL_PKI/sa.pub" --service-account-signing-key-file="$FL_PKI/sa.key" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$FL_PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$FL_PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --allow-privileged=true --profiling=false --event-ttl=1h
+  fl_wait_comp kube-apiserver 120 fl_health_apiserver
+}
+
+fl_start_controller_manager() {
+  local kc=$FL_TB/controller-manager.kubeconfig
+  fl_start kube-controller-manager - "$FL_BIN/kube-controller-manager" \
+    --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+    --bind-address=127.0.0.1 --secure-port=10257 --port=0 --leader-elect=false \
+    --service-account-private-key-file="$FL_PKI/sa.key" --root-ca-file="$FL_PKI/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$FL_PKI/ca.crt" --cluster-signing-key-file="$FL_PKI/ca.key" \
+    --profiling=false
+  fl_wait_comp kube-controller-manager 60 fl_health_controller_manager
+}
+
+fl_start_scheduler() {
+  local kc=$FL_TB/scheduler.kubeconfig
+  fl_start kube-scheduler - "$FL_BIN/kube-scheduler" \
+    --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+    --bind-address=127.0.0.1 --secure-port=10259 --port=0 --leader-elect=false --profiling=false
+  fl_wait_comp kube-scheduler 60 fl_health_scheduler
+}
+
+fl_start_containerd() {
+  mkdir -p "$FL_CTRD_STATE" "$FL_CNI_DATA"
+  fl_start containerd "$FL_NETNS" /usr/bin/containerd --config "$FL_CTRD_CONF"
+  fl_wait_comp containerd "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
+}
+
+# Kubelet flags: the base set, then one flag per line of the extra-flags file (later flags win).
+fl_kubelet_flags() {
+  FL_KUBELET_ARGS=(
+    --config="$FL_KUBELET_CONF"
+    --kubeconfig="$FL_TB/kubelet/kubeconfig"
+    --root-dir="$FL_KUBELET_ROOT"
+    --cert-dir="$FL_KUBELET_ROOT/pki"
+    --container-runtime=remote
+    --container-runtime-endpoint="unix://$FL_CTRD_SOCK"
+    --image-service-endpoint="unix://$FL_CTRD_SOCK"
+    --runtime-request-timeout=2m
+    --hostname-override="$FL_NODE"
+    --node-ip="$FL_NODE_IP"
+    --v=1
+  )
+  if [ -f "$FL_KUBELET_EXTRA" ]; then
+    local line
+    while IFS= read -r line || [ -n "$line" ]; do
+      line=${line%%#*}
+      line=$(printf '%s' "$line" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+      [ -n "$line" ] && FL_KUBELET_ARGS+=("$line")
+    done <"$FL_KUBELET_EXTRA"
+  fi
+}
+
+fl_start_kubelet() {
+  mkdir -p "$FL_KUBELET_ROOT"
+  fl_kubelet_flags
+  fl_start kubelet "$FL_NETNS" "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
+  fl_wait_comp kubelet "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
+}
+
+fl_start_comp() {
+  case $1 in
+    etcd) fl_start_etcd ;;
+    kube-apiserver) fl_start_apiserver ;;
+    kube-controller-manager) fl_start_controller_manager ;;
+    kube-scheduler) fl_start_scheduler ;;
+    containerd) fl_start_containerd ;;
+    kubelet) fl_start_kubelet ;;
+  esac
+}
+
+# -------------------------------------------------- images on the node ------
+# Import every image under ci/testbed/images/ into the node's containerd (namespace k8s.io),
+# unless the same build is already there.
+fl_import_images() {
+  local dir tar ref marker
+  mkdir -p "$FL_LIB/images"
+  for dir in "$FL_TESTBED_DIR"/images/*/; do
+    dir=${dir%/}
+    tar=$(fl_image_build "$dir")
+    ref=$(fl_image_ref "$dir")
+    marker=$FL_LIB/images/$(basename "$dir").imported
+    if [ -f "$marker" ] && [ "$(cat "$marker")" = "$tar" ] &&
+      [ -n "$(fl_ctr images ls -q "name==$ref" 2>/dev/null)" ]; then
+      continue
+    fi
+    log "importing $ref into the node's containerd"
+    fl_ctr images import "$tar" >/dev/null
+    printf '%s\n' "$tar" >"$marker"
+  done
+}
+
+# The "node package" the pause-missing fix unpacks: pause-3.1.tgz holding pause-3.1.tar.
+fl_write_node_package() {
+  local tar tmp
+  tar=$(fl_image_build "$FL_TESTBED_DIR/images/pause")
+  tmp=$(mktemp -d)
+  cp "$tar" "$tmp/pause-3.1.tar"
+  mkdir -p "$(dirname "$FL_NODE_PACKAGE")"
+  tar --create --directory "$tmp" --owner=0 --group=0 --numeric-owner --mtime=@0 --format=ustar pause-3.1.tar |
+    gzip -n -9 >"$tmp/pause-3.1.tgz"
+  if fl_write_if_changed "$FL_NODE_PACKAGE" 0644 <"$tmp/pause-3.1.tgz"; then
+    log "wrote node package $FL_NODE_PACKAGE"
+  fi
+  rm -rf "$tmp"
+}
+
+# -------------------------------------------------------- description -------
+fl_write_description() {
+  local dev
+  dev=$(fl_disk_device)
+  fl_write_if_changed "$FL_DESCRIPTION" 0644 <<EOD || true
+apiVersion: faultlab.dev/v1alpha1
+kind: TestBed
+platform: k8s-1.20-containerd-1.6
+kubeconfig: $FL_KUBECONFIG
+context: $FL_CONTEXT
+nodes:
+  - name: $FL_NODE
+    netns: $FL_NETNS
+    address: $FL_NODE_IP
+    gateway: $FL_HOST_IP
+    gatewayDevice: $FL_VETH_NODE
+    containerd:
+      address: $FL_CTRD_SOCK
+      namespace: k8s.io
+      root: $FL_CTRD_ROOT
+      config: $FL_CTRD_CONF
+      sandboxImage: $FL_PAUSE_REF
+      restart: [$FL_TESTBED_DIR/node, restart, containerd]
+    kubelet:
+      rootDir: $FL_KUBELET_ROOT
+      config: $FL_KUBELET_CONF
+      extraFlagsFile: $FL_KUBELET_EXTRA
+      restart: [$FL_TESTBED_DIR/node, restart, kubelet]
+    disk:
+      mountpoint: $FL_CTRD_ROOT
+      backingFile: $FL_DISK_FILE
+      device: $dev
+      sizeMiB: $FL_DISK_MIB
+    nodePackage: $FL_NODE_PACKAGE
+    images:
+      pause: $FL_PAUSE_REF
+      busybox: $FL_BUSYBOX_REF
+EOD
+}
+
+# ------------------------------------------------------------- teardown -----
+# Mount points at or below the given directories, deepest first (from /proc/self/mountinfo).
+fl_mounts_under() {
+  local d
+  for d in "$@"; do
+    awk -v p="$d" '{ t = $5; gsub(/\\040/, " ", t); if (t == p || index(t, p "/") == 1) print t }' /proc/self/mountinfo
+  done | awk '{ print length($0) "\t" $0 }' | sort -rn | cut -f2- | uniq
+}
+
+fl_umount_under() {
+  local m pass
+  for pass in 1 2 3; do
+    local left=0
+    while IFS= read -r m; do
+      [ -n "$m" ] || continue
+      left=1
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done < <(fl_mounts_under "$@")
+    [ "$left" = 0 ] && return 0
+  done
+  [ -z "$(fl_mounts_under "$@")" ]
+}
+
+# PIDs of processes in the kubelet's pod cgroups (kubepods), in any v1 hierarchy or v2.
+fl_pod_pids() {
+  local f
+  for f in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/unified/kubepods; do
+    if [ -d "$f" ]; then find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
+  done | sort -un
+}
+
+# Shims of our containerd (they outlive it).
+fl_shim_pids() {
+  pgrep -f -- "containerd-shim-runc-v2 .*-address $FL_CTRD_SOCK" || true
+}
+
+# Network namespaces the CRI made for our pods: read from the task bundles, plus any cni-*
+# namespace holding an address of our pod range.
+fl_pod_netns_paths() {
+  local f n
+  for f in "$FL_CTRD_STATE"/io.containerd.runtime.v2.task/k8s.io/*/config.json; do
+    [ -f "$f" ] || continue
+    grep -o '"path":"/[^"]*netns/cni-[^"]*"' "$f" 2>/dev/null | sed -e 's/^"path":"//' -e 's/"$//'
+  done
+  for n in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'); do
+    if ip -n "$n" -o -4 addr show 2>/dev/null | grep -q " ${FL_POD_CIDR%.*}\."; then
+      printf '/run/netns/%s\n' "$n"
+    fi
+  done
+}
+
+# Remove the kubelet's cgroups (kubepods/...), deepest first.
+fl_remove_cgroups() {
+  local top
+  for top in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$top" ] || continue
+    find "$top" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
