@@ -1,0 +1,226 @@
+//! Commands as plain data.
+//!
+//! A [`Cmd`] is an argv plus a timeout and optional standard input. It is what faults build and what
+//! node executors wrap (`docker exec ...`, `ip netns exec ...`), so every command can be printed, planned
+//! and unit-tested without a node. [`run_host`] runs an argv on this machine with a hard timeout and
+//! returns an error that carries the full command line and its output.
+
+use std::fmt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::io::AsyncWriteExt;
+
+/// Default time a node command may take, inside the node and outside.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A command: argv, timeout and optional standard input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cmd {
+    pub argv: Vec<String>,
+    #[serde(with = "crate::duration::serde_secs")]
+    pub timeout: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+}
+
+impl Cmd {
+    /// A command from its argv, with the default timeout.
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Cmd { argv: argv.into_iter().map(Into::into).collect(), timeout: DEFAULT_TIMEOUT, stdin: None }
+    }
+
+    /// `sh -c SCRIPT` for the rare step that needs a shell (globs, pipes), as a document writes it.
+    pub fn shell(script: impl Into<String>) -> Self {
+        Cmd::new(["sh".to_string(), "-c".to_string(), script.into()])
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn stdin(mut self, input: impl Into<String>) -> Self {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// The argv quoted for pasting into a POSIX shell.
+    pub fn shell_line(&self) -> String {
+        shell_join(&self.argv)
+    }
+}
+
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shell_line())
+    }
+}
+
+/// Quote an argv for a POSIX shell.
+pub fn shell_join<S: AsRef<str>>(argv: &[S]) -> String {
+    shell_words::join(argv.iter().map(|s| s.as_ref()))
+}
+
+/// What a finished command printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status == 0
+    }
+}
+
+/// A command that could not run or did not succeed. `Display` prints the command line ready to paste
+/// into a shell, followed by what it printed.
+#[derive(Debug, Error)]
+pub enum CmdError {
+    #[error("could not start `{line}`: {source}")]
+    Spawn {
+        line: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{line}` did not finish within {timeout:?}{}", tail(.stdout, .stderr))]
+    Timeout { line: String, timeout: Duration, stdout: String, stderr: String },
+    #[error("`{line}` exited with status {status}{}", tail(.stdout, .stderr))]
+    Failed { line: String, status: i32, stdout: String, stderr: String },
+}
+
+impl CmdError {
+    /// The output of a command that ran and failed, if it ran.
+    pub fn output(&self) -> Option<Output> {
+        match self {
+            CmdError::Failed { status, stdout, stderr, .. } => {
+                Some(Output { status: *status, stdout: stdout.clone(), stderr: stderr.clone() })
+            }
+            _ => None,
+        }
+    }
+}
+
+fn tail(stdout: &str, stderr: &str) -> String {
+    let mut s = String::new();
+    for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+        let text = text.trim_end();
+        if !text.is_empty() {
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(20);
+            s.push_str(&format!("\n--- {name} ---\n{}", lines[start..].join("\n")));
+        }
+    }
+    s
+}
+
+/// Run `argv` on this machine. The process is killed (with its process group) when `timeout` expires.
+/// A non-zero exit is an error unless `allow_failure` is set, in which case the output is returned.
+pub async fn run_host(
+    argv: &[String],
+    stdin: Option<&str>,
+    timeout: Duration,
+    allow_failure: bool,
+) -> Result<Output, CmdError> {
+    let line = shell_join(argv);
+    let (program, args) = argv.split_first().ok_or_else(|| CmdError::Spawn {
+        line: line.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv"),
+    })?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = command.spawn().map_err(|source| CmdError::Spawn { line: line.clone(), source })?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let input = input.to_owned();
+        tokio::spawn(async move {
+            let _ = pipe.write_all(input.as_bytes()).await;
+        });
+    }
+    let pid = child.id();
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(out)) => {
+            let output = Output {
+                status: out.status.code().unwrap_or(128 + out.status.signal_number()),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            };
+            if output.success() || allow_failure {
+                Ok(output)
+            } else {
+                Err(CmdError::Failed { line, status: output.status, stdout: output.stdout, stderr: output.stderr })
+            }
+        }
+        Ok(Err(source)) => Err(CmdError::Spawn { line, source }),
+        Err(_) => {
+            if let Some(pid) = pid {
+                // Kill the whole process group: the child and anything it started on this machine.
+                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            }
+            Err(CmdError::Timeout { line, timeout, stdout: String::new(), stderr: String::new() })
+        }
+    }
+}
+
+trait SignalNumber {
+    fn signal_number(&self) -> i32;
+}
+
+impl SignalNumber for std::process::ExitStatus {
+    fn signal_number(&self) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_line_quotes_what_needs_quoting() {
+        let cmd = Cmd::new(["sh", "-c", "echo 'a b' > /tmp/x"]);
+        assert_eq!(cmd.shell_line(), r#"sh -c 'echo '\''a b'\'' > /tmp/x'"#);
+        assert_eq!(Cmd::new(["ctr", "-n", "k8s.io", "images", "ls"]).to_string(), "ctr -n k8s.io images ls");
+    }
+
+    #[tokio::test]
+    async fn failure_carries_command_line_and_output() {
+        let argv: Vec<String> = ["sh", "-c", "echo out; echo err >&2; exit 3"].map(String::from).to_vec();
+        let err = run_host(&argv, None, Duration::from_secs(5), false).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("`sh -c 'echo out; echo err >&2; exit 3'` exited with status 3"), "{text}");
+        assert!(text.contains("--- stdout ---\nout") && text.contains("--- stderr ---\nerr"), "{text}");
+        assert_eq!(err.output().unwrap().status, 3);
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_process_group() {
+        let argv: Vec<String> = ["sh", "-c", "sleep 30 & sleep 30"].map(String::from).to_vec();
+        let started = std::time::Instant::now();
+        let err = run_host(&argv, None, Duration::from_millis(300), false).await.unwrap_err();
+        assert!(matches!(err, CmdError::Timeout { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn stdin_is_fed() {
+        let argv: Vec<String> = ["cat"].map(String::from).to_vec();
+        let out = run_host(&argv, Some("hello"), Duration::from_secs(5), false).await.unwrap();
+        assert_eq!(out.stdout, "hello");
+    }
+}

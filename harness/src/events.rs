@@ -1,0 +1,348 @@
+//! Events: recorded from just before injection, de-duplicated by object and reason, normalised.
+//!
+//! A kube watcher follows core/v1 Events in the run's namespace and those about the node. Events that
+//! existed before the watch began are the baseline and are left out, unless they occur again (their
+//! count grows). The normaliser replaces what differs from run to run (generated name suffixes, UIDs,
+//! IPs, timestamps, durations, digests, container IDs, the namespace and node names) with placeholders,
+//! so the list can be snapshot-asserted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::Client;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::sync::watch;
+
+use crate::scenario::EventGate;
+
+#[derive(Debug, Error)]
+pub enum EventsError {
+    #[error("within {within:?} these expected events were not seen: {}\nseen:\n{seen}", missing.join("; "))]
+    Missing { within: Duration, missing: Vec<String>, seen: String },
+    #[error("bad event pattern {pattern:?}: {source}")]
+    Pattern {
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
+}
+
+/// An event as seen, before normalisation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub kind: String,
+    pub name: String,
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+    pub source: String,
+    pub at: Instant,
+}
+
+/// An event as snapshot: normalised.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Normalised {
+    pub object: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub source: String,
+    pub message: String,
+}
+
+/// Events collected by a running watch.
+#[derive(Clone)]
+pub struct EventLog {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    changed: watch::Receiver<usize>,
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl EventLog {
+    /// An empty log nothing feeds (dry runs, unit tests).
+    pub fn detached() -> (EventLog, impl Fn(Seen)) {
+        let (tx, rx) = watch::channel(0usize);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default() };
+        let push = move |e: Seen| {
+            let mut g = seen.lock().unwrap();
+            g.push(e);
+            let _ = tx.send(g.len());
+        };
+        (log, push)
+    }
+
+    /// Start watching Events in `namespace` and those about node `node`.
+    pub fn start(client: Client, namespace: &str, node: &str) -> EventLog {
+        let (tx, rx) = watch::channel(0usize);
+        let tx = Arc::new(tx);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default() };
+        let ns_api: Api<Event> = Api::namespaced(client.clone(), namespace);
+        let node_api: Api<Event> = Api::all(client);
+        let node_fields = format!("involvedObject.kind=Node,involvedObject.name={node}");
+        for (api, cfg) in [(ns_api, watcher::Config::default()), (node_api, watcher::Config::default().fields(&node_fields))] {
+            let seen = seen.clone();
+            let tx = tx.clone();
+            let task = tokio::spawn(async move {
+                let mut baseline: HashMap<String, i32> = HashMap::new();
+                let mut initial = true;
+                let mut stream = watcher(api, cfg).boxed();
+                while let Some(item) = stream.next().await {
+                    let event = match item {
+                        Ok(watcher::Event::InitApply(e)) if initial => {
+                            baseline.insert(e.metadata.uid.clone().unwrap_or_default(), e.count.unwrap_or(1));
+                            continue;
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            initial = false;
+                            continue;
+                        }
+                        Ok(watcher::Event::InitApply(e)) | Ok(watcher::Event::Apply(e)) => e,
+                        Ok(_) => continue,
+                        Err(e) => {
+                            tracing::debug!("event watch: {e}");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            continue;
+                        }
+                    };
+                    let uid = event.metadata.uid.clone().unwrap_or_default();
+                    let count = event.count.unwrap_or(1);
+                    if baseline.get(&uid).is_some_and(|c| *c >= count) {
+                        continue;
+                    }
+                    baseline.insert(uid, count);
+                    let s = Seen {
+                        kind: event.involved_object.kind.clone().unwrap_or_default(),
+                        name: event.involved_object.name.clone().unwrap_or_default(),
+                        type_: event.type_.clone().unwrap_or_default(),
+                        reason: event.reason.clone().unwrap_or_default(),
+                        message: event.message.clone().unwrap_or_default(),
+                        source: event
+                            .source
+                            .as_ref()
+                            .and_then(|s| s.component.clone())
+                            .or(event.reporting_component.clone())
+                            .unwrap_or_default(),
+                        at: Instant::now(),
+                    };
+                    let mut g = seen.lock().unwrap();
+                    g.push(s);
+                    let _ = tx.send(g.len());
+                }
+            });
+            log.tasks.lock().unwrap().push(task);
+        }
+        log
+    }
+
+    pub fn stop(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Wait until every gate is matched by some event, or fail with what was seen.
+    pub async fn wait_for(&self, gates: &[(EventGate, Regex)], within: Duration) -> Result<(), EventsError> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut changed = self.changed.clone();
+        loop {
+            let missing = missing(gates, &self.seen());
+            if missing.is_empty() {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => {
+                    let seen = self.seen().iter().map(|s| format!("  {} {}/{} {}: {}", s.type_, s.kind, s.name, s.reason, s.message)).collect::<Vec<_>>();
+                    return Err(EventsError::Missing { within, missing, seen: seen.join("\n") });
+                }
+            }
+        }
+    }
+}
+
+fn missing(gates: &[(EventGate, Regex)], seen: &[Seen]) -> Vec<String> {
+    gates
+        .iter()
+        .filter(|(g, re)| {
+            !seen.iter().any(|s| s.reason == g.reason && g.type_.as_ref().is_none_or(|t| *t == s.type_) && re.is_match(&s.message))
+        })
+        .map(|(g, _)| format!("{} /{}/", g.reason, g.message))
+        .collect()
+}
+
+/// Compile gates with their `${...}` variables substituted.
+pub fn compile(gates: &[EventGate], vars: &crate::vars::Vars) -> Result<Vec<(EventGate, Regex)>, EventsError> {
+    gates
+        .iter()
+        .map(|g| {
+            let pattern = vars.regex(&g.message);
+            Regex::new(&pattern).map(|re| (g.clone(), re)).map_err(|source| EventsError::Pattern { pattern, source })
+        })
+        .collect()
+}
+
+/// Replaces what differs between runs.
+pub struct Normaliser {
+    literal: Vec<(String, String)>,
+    rules: Vec<(Regex, &'static str)>,
+}
+
+/// The alphabet Kubernetes uses for generated name suffixes (no vowels, no 0, 1, 3).
+const SUFFIX: &str = "[bcdfghjklmnpqrstvwxz2456789]";
+
+impl Normaliser {
+    /// `namespace` and `node` are replaced by `<namespace>` and `<node>`.
+    pub fn new(namespace: &str, node: &str) -> Self {
+        let rules: Vec<(&str, &'static str)> = vec![
+            (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?( ?(Z|[+-]\d{2}:?\d{2}))?( [A-Z]{3,4})?", "<time>"),
+            (r"sha256:[0-9a-f]{64}", "sha256:<digest>"),
+            (r"[0-9a-f]{64}", "<id>"),
+            (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>"),
+            (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d+\b", "<ip>:<port>"),
+            (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b", "<ip>"),
+            (r"\b\d+(\.\d+)?(ms|s|m|h)(\d+(\.\d+)?(ms|s|m))*\b", "<duration>"),
+            (r"/new-\d+", "/new-<n>"),
+            (r"\bpid[ =]\d+", "pid <n>"),
+        ];
+        let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
+        // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{6,10}}-{SUFFIX}{{5}}\b")).unwrap(), "-<hash>-<id>"));
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{5}}\b")).unwrap(), "-<id>"));
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{8,10}}\b")).unwrap(), "-<hash>"));
+        let mut literal = vec![(namespace.to_string(), "<namespace>".to_string())];
+        if !node.is_empty() {
+            literal.push((node.to_string(), "<node>".to_string()));
+        }
+        Normaliser { literal, rules: compiled }
+    }
+
+    pub fn text(&self, input: &str) -> String {
+        let mut s = input.to_string();
+        for (from, to) in &self.literal {
+            if !from.is_empty() {
+                s = s.replace(from.as_str(), to);
+            }
+        }
+        for (re, to) in &self.rules {
+            s = re.replace_all(&s, *to).into_owned();
+        }
+        s
+    }
+
+    /// Normalise, de-duplicate by object and reason (the first message stands), and sort.
+    pub fn events(&self, seen: &[Seen], ignore_reasons: &[String]) -> Vec<Normalised> {
+        let mut by_key: BTreeMap<(String, String), Normalised> = BTreeMap::new();
+        let mut ordered: Vec<&Seen> = seen.iter().collect();
+        ordered.sort_by_key(|s| s.at);
+        for s in ordered {
+            if ignore_reasons.contains(&s.reason) {
+                continue;
+            }
+            let object = format!("{}/{}", s.kind, self.text(&s.name));
+            by_key.entry((object.clone(), s.reason.clone())).or_insert_with(|| Normalised {
+                object,
+                type_: s.type_.clone(),
+                reason: s.reason.clone(),
+                source: s.source.clone(),
+                message: self.text(&s.message),
+            });
+        }
+        by_key.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(kind: &str, name: &str, reason: &str, message: &str, at: Instant) -> Seen {
+        Seen { kind: kind.into(), name: name.into(), type_: "Warning".into(), reason: reason.into(), message: message.into(), source: "kubelet".into(), at }
+    }
+
+    #[test]
+    fn normalises_what_differs_between_runs() {
+        let n = Normaliser::new("fl-pause-missing-x7k2p", "faultlab-node");
+        let cases = [
+            (
+                r#"Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox image "faultlab.invalid/cce-pause:3.1": failed to pull image "faultlab.invalid/cce-pause:3.1": failed to pull and unpack image "faultlab.invalid/cce-pause:3.1": failed to resolve reference "faultlab.invalid/cce-pause:3.1": failed to do request: Head "https://faultlab.invalid/v2/cce-pause/manifests/3.1": dial tcp: lookup faultlab.invalid on 10.213.0.1:53: no such host"#,
+                r#"Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox image "faultlab.invalid/cce-pause:3.1": failed to pull image "faultlab.invalid/cce-pause:3.1": failed to pull and unpack image "faultlab.invalid/cce-pause:3.1": failed to resolve reference "faultlab.invalid/cce-pause:3.1": failed to do request: Head "https://faultlab.invalid/v2/cce-pause/manifests/3.1": dial tcp: lookup faultlab.invalid on <ip>:<port>: no such host"#,
+            ),
+            (
+                "Successfully assigned fl-pause-missing-x7k2p/web-6d4cf56db6-vw2zq to faultlab-node",
+                "Successfully assigned <namespace>/web-<hash>-<id> to <node>",
+            ),
+            (
+                r#"Error: failed to reserve container name "worker_web-0_fl-pause-missing-x7k2p_0b5bd2a6-4c52-4b8d-a1e2-5cc3c5be61f0_1": name "worker_web-0_fl-pause-missing-x7k2p_0b5bd2a6-4c52-4b8d-a1e2-5cc3c5be61f0_1" is reserved for "3b2c1f0e9d8c7b6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa9988""#,
+                r#"Error: failed to reserve container name "worker_web-0_<namespace>_<uid>_1": name "worker_web-0_<namespace>_<uid>_1" is reserved for "<id>""#,
+            ),
+            ("Back-off 1m20s restarting failed container", "Back-off <duration> restarting failed container"),
+            (
+                "Container image \"faultlab.invalid/busybox:1.35@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\" already present on machine",
+                "Container image \"faultlab.invalid/busybox:1.35@sha256:<digest>\" already present on machine",
+            ),
+            ("mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-4183077394: no space left on device", "mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-<n>: no space left on device"),
+            ("at 2026-11-22T01:02:03Z and 2026-11-22 01:02:03.123 +0000", "at <time> and <time>"),
+            ("Created container k8s app", "Created container k8s app"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(n.text(input), want);
+        }
+    }
+
+    #[test]
+    fn deduplicates_by_object_and_reason_and_sorts_stably() {
+        let n = Normaliser::new("ns1", "node1");
+        let t = Instant::now();
+        let later = t + Duration::from_secs(1);
+        let a = vec![
+            seen("Pod", "web-6d4cf56db6-vw2zq", "FailedMount", "MountVolume.SetUp failed for volume \"cfg\" : configmap \"app-config\" not found", t),
+            seen("Pod", "web-6d4cf56db6-vw2zq", "FailedMount", "Unable to attach or mount volumes: timed out waiting for the condition", later),
+            seen("Pod", "web-6d4cf56db6-vw2zq", "Scheduled", "Successfully assigned ns1/web-6d4cf56db6-vw2zq to node1", t),
+            seen("Node", "node1", "NodeReady", "Node node1 status is now: NodeReady", t),
+            seen("Pod", "web-6d4cf56db6-vw2zq", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.", t),
+        ];
+        // The same events in another order, from another pod of the same deployment.
+        let mut b: Vec<Seen> = a.iter().rev().cloned().map(|mut s| {
+            s.name = s.name.replace("vw2zq", "k8x9p");
+            s
+        }).collect();
+        b.iter_mut().for_each(|s| if s.message.starts_with("Unable") { s.at = later } else { s.at = t });
+        let ignore = vec!["SandboxChanged".to_string()];
+        let na = n.events(&a, &ignore);
+        assert_eq!(na, n.events(&b, &ignore));
+        assert_eq!(na.len(), 3);
+        assert_eq!(na[0].object, "Node/<node>");
+        assert_eq!(na[1].reason, "FailedMount");
+        assert!(na[1].message.starts_with("MountVolume.SetUp failed"), "the first message stands");
+        assert_eq!(na[2].message, "Successfully assigned <namespace>/web-<hash>-<id> to <node>");
+    }
+
+    #[tokio::test]
+    async fn waits_for_patterns_and_reports_what_was_seen() {
+        let (log, push) = EventLog::detached();
+        let vars = crate::vars::Vars::new("ns", &crate::testbed::tests::sample_profile());
+        let gates = compile(
+            &[EventGate { reason: "FailedCreatePodSandBox".into(), type_: Some("Warning".into()), message: r#"failed to get sandbox image "${sandboxImage}""#.into() }],
+            &vars,
+        )
+        .unwrap();
+        push(seen("Pod", "p", "Scheduled", "ok", Instant::now()));
+        let err = log.wait_for(&gates, Duration::from_millis(50)).await.unwrap_err().to_string();
+        assert!(err.contains("FailedCreatePodSandBox") && err.contains("Scheduled"), "{err}");
+        push(seen("Pod", "p", "FailedCreatePodSandBox", r#"Failed to create pod sandbox: failed to get sandbox image "faultlab.invalid/cce-pause:3.1": x"#, Instant::now()));
+        log.wait_for(&gates, Duration::from_millis(50)).await.unwrap();
+    }
+}

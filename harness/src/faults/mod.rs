@@ -1,0 +1,190 @@
+//! Faults: one file each. A fault acts on one node and one workload; the runner picks them.
+//!
+//! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
+//! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
+//! `verify_injected` and `fix_steps` have defaults. Then add one line to [`faults!`] below, and the
+//! scenario format, the schema and the CLI know it.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::cmd::{Cmd, CmdError, Output};
+use crate::journal::{Journal, JournalError, Undo};
+use crate::kube_ops::{Kube, KubeError};
+use crate::node::Node;
+use crate::record::{Channel, Recorder};
+use crate::scenario::Target;
+use crate::vars::Vars;
+
+pub mod configmap_missing;
+pub mod pause_missing;
+
+#[derive(Debug, Error)]
+pub enum FaultError {
+    #[error("{step}: {source}")]
+    Node {
+        step: String,
+        #[source]
+        source: CmdError,
+    },
+    #[error("{step}: {source}")]
+    Api {
+        step: String,
+        #[source]
+        source: KubeError,
+    },
+    #[error("recording the undo failed, so the fault was not injected: {0}")]
+    Journal(#[from] JournalError),
+    #[error("fault {fault} has no fix step {step:?}")]
+    UnknownStep { fault: &'static str, step: String },
+    #[error("{step}: {message}")]
+    Check { step: String, message: String },
+}
+
+/// What a fault works with: the node, the API, the journal, the run's namespace and target.
+pub struct Ctx {
+    pub node: Node,
+    pub kube: Kube,
+    pub journal: Journal,
+    pub namespace: String,
+    pub target: Target,
+    pub vars: Vars,
+    /// True in `faultlab plan`: nothing runs, outputs are empty.
+    pub dry_run: bool,
+}
+
+impl Ctx {
+    pub fn rec(&self) -> &Recorder {
+        self.kube.recorder()
+    }
+
+    /// A note in the record: what the next commands are for.
+    pub fn note(&self, text: impl Into<String>) {
+        self.rec().push(Channel::Note, text);
+    }
+
+    /// Run a command on the node; failure is an error naming `step`.
+    pub async fn run(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
+        self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
+        self.node.run(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source })
+    }
+
+    /// Run a command on the node and return its output whatever its exit status.
+    pub async fn probe(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
+        self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
+        self.node.probe(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source })
+    }
+
+    /// Record, before the change, a node command that undoes it.
+    pub fn undo_on_node(&self, what: &str, cmd: Cmd) -> Result<(), FaultError> {
+        self.journal.record(what, Undo::Node { access: self.node.access.clone(), cmd })?;
+        Ok(())
+    }
+
+    /// Record, before creating it, that a cluster-wide object must be deleted at teardown.
+    pub fn undo_by_deleting(&self, api_version: &str, kind: &str, name: &str) -> Result<(), FaultError> {
+        let undo = Undo::DeleteObject { api_version: api_version.into(), kind: kind.into(), namespace: None, name: name.into() };
+        self.journal.record(format!("delete {kind} {name}"), undo)?;
+        Ok(())
+    }
+
+    /// Delete the target pods so their controller makes new ones (a restart, as `kubectl delete pod` does).
+    pub async fn restart_target(&self, step: &str) -> Result<(), FaultError> {
+        self.kube
+            .delete_pods(&self.namespace, &self.target.selector)
+            .await
+            .map_err(|source| FaultError::Api { step: step.into(), source })
+    }
+
+    pub fn api_err(step: &str) -> impl FnOnce(KubeError) -> FaultError + '_ {
+        move |source| FaultError::Api { step: step.into(), source }
+    }
+}
+
+/// A documented fault.
+#[async_trait]
+pub trait Fault: Send + Sync {
+    /// The fix steps this fault offers, in the document's order. Scenario `fix[].step` names them.
+    fn fix_steps(&self) -> &'static [&'static str];
+
+    /// What a kind cluster needs for this fault (default: nothing special).
+    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+        Default::default()
+    }
+
+    /// Get the node ready before the workload starts (default: nothing).
+    async fn prepare(&self, _ctx: &Ctx) -> Result<(), FaultError> {
+        Ok(())
+    }
+
+    /// Journal the undo, then break the node or the workload.
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError>;
+
+    /// Check on the node that the fault is really in place (default: the scenario's gates suffice).
+    async fn verify_injected(&self, _ctx: &Ctx) -> Result<(), FaultError> {
+        Ok(())
+    }
+
+    /// Apply one documented fix step. Idempotent: a step whose effect is already there succeeds.
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError>;
+}
+
+macro_rules! faults {
+    ($($name:literal => $variant:ident($ty:ty)),+ $(,)?) => {
+        /// The fault of a scenario, keyed by its name, with its parameters.
+        #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub enum FaultSpec {
+            $(#[serde(rename = $name)] $variant($ty),)+
+        }
+
+        impl FaultSpec {
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            pub fn name(&self) -> &'static str {
+                match self { $(FaultSpec::$variant(_) => $name,)+ }
+            }
+
+            pub fn fault(&self) -> &dyn Fault {
+                match self { $(FaultSpec::$variant(f) => f,)+ }
+            }
+
+            pub fn fix_steps(&self) -> &'static [&'static str] {
+                self.fault().fix_steps()
+            }
+        }
+    };
+}
+
+faults! {
+    "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
+    "pause-missing" => PauseMissing(pause_missing::PauseMissing),
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A context over a fake executor and a dry API, for argv-plan tests.
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::node::FakeExecutor;
+
+    pub fn ctx() -> (Ctx, Arc<FakeExecutor>) {
+        let fake = FakeExecutor::new();
+        let profile = crate::testbed::tests::sample_profile();
+        let node = Node::new(profile.clone(), profile.access().unwrap(), fake.clone());
+        let rec = Recorder::default();
+        let ctx = Ctx {
+            vars: Vars::new("fl-test", &profile),
+            node,
+            kube: Kube::dry(rec),
+            journal: Journal::in_memory("test"),
+            namespace: "fl-test".into(),
+            target: Target { selector: "app=web".into(), claim: None },
+            dry_run: false,
+        };
+        (ctx, fake)
+    }
+}

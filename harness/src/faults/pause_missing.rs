@@ -1,0 +1,162 @@
+//! pause-missing: the sandbox (pause) image is deleted from the node's containerd.
+//!
+//! Source: CCE FAQ "What Should I Do If a Workload Remains in the Creating State?", check item 1.
+//! Symptom: FailedCreatePodSandBox `failed to get sandbox image "cce-pause:3.1"`. Fix: unpack the node
+//! package and `ctr -n k8s.io image import` the pause image tar from it.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, Fault, FaultError};
+use crate::cmd::Cmd;
+
+/// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
+pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
+
+/// Where the fix unpacks the node package on the node.
+pub const WORKDIR: &str = "/tmp/faultlab-node-package";
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PauseMissing {
+    /// The node package tarball; default: the node profile's `nodePackage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+}
+
+impl PauseMissing {
+    fn package(&self, ctx: &Ctx) -> Result<String, FaultError> {
+        self.package.clone().or_else(|| ctx.node.profile.node_package.clone()).ok_or_else(|| FaultError::Check {
+            step: "node-package".into(),
+            message: format!("node {} has no nodePackage in its profile and the scenario names none", ctx.node.name()),
+        })
+    }
+
+    fn image(ctx: &Ctx) -> String {
+        ctx.node.profile.containerd.sandbox_image.clone()
+    }
+
+    /// `tar -xzvf <package>` into the work directory, as the document does.
+    fn unpack(&self, ctx: &Ctx) -> Result<Cmd, FaultError> {
+        let package = self.package(ctx)?;
+        Ok(Cmd::shell(format!("mkdir -p {WORKDIR} && cd {WORKDIR} && tar -xzvf {}", shell_words::quote(&package))))
+    }
+
+    /// `ctr -n k8s.io image import` of every image tar the package held.
+    fn import(ctx: &Ctx) -> Cmd {
+        let ctr = ctx.node.profile.ctr(["image", "import"]).argv;
+        let ctr = crate::cmd::shell_join(&ctr);
+        Cmd::shell(format!("cd {WORKDIR} && for t in $(find . -name '*.tar' | sort); do {ctr} \"$t\" || exit 1; done"))
+            .timeout(std::time::Duration::from_secs(120))
+    }
+}
+
+#[async_trait]
+impl Fault for PauseMissing {
+    fn fix_steps(&self) -> &'static [&'static str] {
+        &["unpack-node-package", "import-image"]
+    }
+
+    /// On kind a deleted sandbox image would simply be pulled again. As the documented `cce-pause:3.1`
+    /// is, make it unpullable: point containerd at a local-only name, and tag the node's bundled pause
+    /// image with it as soon as the node container exists (before kubelet needs a sandbox).
+    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+        let tag = KIND_SANDBOX_IMAGE;
+        let script = format!(
+            "for i in $(seq 1 170); do src=$(ctr -n k8s.io images ls -q 2>/dev/null | grep -E '/pause:' | grep -v '^{tag}$' | head -n1); \
+             if [ -n \"$src\" ] && ctr -n k8s.io images tag --force \"$src\" {tag}; then exit 0; fi; sleep 1; done; exit 1"
+        );
+        crate::provider::kind::KindNeeds {
+            containerd_config_patches: vec![format!(
+                "[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{tag}\"\n"
+            )],
+            node_bootstrap: vec![Cmd::shell(script).timeout(std::time::Duration::from_secs(180))],
+            sandbox_image: Some(tag.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// kind nodes have no node package: make one from the sandbox image the node holds, so the
+    /// document's fix can run as written. On the test bed the package is already there.
+    async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let package = self.package(ctx)?;
+        let image = Self::image(ctx);
+        let export = crate::cmd::shell_join(&ctx.node.profile.ctr(["image", "export", "pause.tar", image.as_str()]).argv);
+        let script = format!(
+            "test -s {pkg} || {{ d=$(mktemp -d) && cd \"$d\" && {export} && mkdir -p \"$(dirname {pkg})\" && tar -czf {pkg} pause.tar && rm -rf \"$d\"; }}",
+            pkg = shell_words::quote(&package),
+        );
+        ctx.run("ensure-node-package", Cmd::shell(script)).await?;
+        Ok(())
+    }
+
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let image = Self::image(ctx);
+        // The undo is the documented fix itself: unpack and import again.
+        let restore = format!("{} && {}", self.unpack(ctx)?.argv[2], Self::import(ctx).argv[2]);
+        ctx.undo_on_node(&format!("re-import sandbox image {image}"), Cmd::shell(restore).timeout(std::time::Duration::from_secs(180)))?;
+        ctx.note(format!("delete the sandbox image {image} from the node's containerd"));
+        ctx.run("delete-sandbox-image", ctx.node.profile.ctr(["images", "rm", image.as_str()])).await?;
+        ctx.note("a new pod needs a sandbox: restart the workload");
+        ctx.restart_target("restart-workload").await
+    }
+
+    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let image = Self::image(ctx);
+        let out = ctx.run("check-image-gone", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
+        if out.stdout.lines().any(|l| l.trim() == image) {
+            return Err(FaultError::Check { step: "check-image-gone".into(), message: format!("{image} is still on the node") });
+        }
+        Ok(())
+    }
+
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        match step {
+            "unpack-node-package" => ctx.run(step, self.unpack(ctx)?).await.map(|_| ()),
+            // Importing an image that is already there succeeds: the step is idempotent.
+            "import-image" => ctx.run(step, Self::import(ctx)).await.map(|_| ()),
+            _ => Err(FaultError::UnknownStep { fault: "pause-missing", step: step.into() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::testing::ctx;
+
+    #[tokio::test]
+    async fn inject_journals_then_deletes_then_restarts() {
+        let (ctx, fake) = ctx();
+        PauseMissing::default().inject(&ctx).await.unwrap();
+        let journal = ctx.journal.snapshot();
+        assert_eq!(journal.entries.len(), 1, "the undo is journalled");
+        assert_eq!(
+            fake.lines(),
+            vec!["ip netns exec faultlab-node timeout -k 5 60 ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm faultlab.invalid/cce-pause:3.1"]
+        );
+        let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+    }
+
+    #[tokio::test]
+    async fn fix_runs_the_documented_commands() {
+        let (ctx, fake) = ctx();
+        let fault = PauseMissing::default();
+        for step in fault.fix_steps() {
+            fault.fix(step, &ctx).await.unwrap();
+        }
+        let lines = fake.lines();
+        assert!(lines[0].contains("tar -xzvf /opt/cloud/cce/package/node-package/pause-3.1.tgz"), "{}", lines[0]);
+        assert!(lines[1].contains("ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io image import"), "{}", lines[1]);
+        assert!(fault.fix("reboot", &ctx).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn verify_fails_while_the_image_is_listed() {
+        let (ctx, fake) = ctx();
+        fake.respond("images ls -q", crate::cmd::Output { status: 0, stdout: "faultlab.invalid/cce-pause:3.1\n".into(), stderr: String::new() });
+        assert!(PauseMissing::default().verify_injected(&ctx).await.is_err());
+    }
+}

@@ -1,0 +1,304 @@
+//! The undo journal: what a run changed, written to disk *before* each change.
+//!
+//! Every fault records how to undo itself before it acts. Teardown replays the journal in reverse on
+//! success, error, panic and signal alike; `faultlab cleanup` replays journals a crashed run left.
+//! Undo actions are data (argv, object references), so a later process can replay them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::cmd::{Cmd, CmdError};
+use crate::datafile::ApiVersion;
+use crate::node::{Executor, HostExecutor, NodeAccess};
+
+#[derive(Debug, Error)]
+pub enum JournalError {
+    #[error("cannot write journal {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read journal {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("journal {} is not a faultlab journal: {source}", path.display())]
+    Decode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("undo {what:?} failed: {source}")]
+    Undo {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// How to reach the cluster for API undos.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRef {
+    pub kubeconfig: PathBuf,
+    pub context: String,
+    /// Set when faultlab created this kind cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind_cluster: Option<String>,
+}
+
+/// One undo action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum Undo {
+    /// Run a command on a node.
+    Node { access: NodeAccess, cmd: Cmd },
+    /// Run a command on this machine.
+    Host { cmd: Cmd },
+    /// Delete an API object (namespace, storage class, volume).
+    DeleteObject {
+        api_version: String,
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub what: String,
+    pub undo: Undo,
+    #[serde(default)]
+    pub done: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalFile {
+    pub api_version: ApiVersion,
+    pub kind: String,
+    pub run_id: String,
+    pub scenario: String,
+    pub pid: u32,
+    pub cluster: ClusterRef,
+    pub entries: Vec<Entry>,
+}
+
+/// The state directory: `$FAULTLAB_STATE_DIR`, else `/var/lib/faultlab/runs` as root, else
+/// `$XDG_STATE_HOME/faultlab` (or `~/.local/state/faultlab`).
+pub fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FAULTLAB_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/faultlab/runs");
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("faultlab")
+}
+
+pub fn journal_dir() -> PathBuf {
+    state_dir().join("journal")
+}
+
+/// A run's journal, kept on disk. A journal without a path records in memory only (plans).
+#[derive(Clone, Debug)]
+pub struct Journal {
+    path: Option<PathBuf>,
+    file: Arc<Mutex<JournalFile>>,
+}
+
+impl Journal {
+    /// Open a new journal on disk for a run.
+    pub fn create(dir: &Path, run_id: &str, scenario: &str, cluster: ClusterRef) -> Result<Journal, JournalError> {
+        std::fs::create_dir_all(dir).map_err(|source| JournalError::Write { path: dir.to_owned(), source })?;
+        let journal = Journal {
+            path: Some(dir.join(format!("{run_id}.json"))),
+            file: Arc::new(Mutex::new(JournalFile {
+                api_version: ApiVersion::V1alpha1,
+                kind: "Journal".into(),
+                run_id: run_id.into(),
+                scenario: scenario.into(),
+                pid: std::process::id(),
+                cluster,
+                entries: Vec::new(),
+            })),
+        };
+        journal.save()?;
+        Ok(journal)
+    }
+
+    /// A journal that writes nothing (dry runs).
+    pub fn in_memory(scenario: &str) -> Journal {
+        Journal {
+            path: None,
+            file: Arc::new(Mutex::new(JournalFile {
+                api_version: ApiVersion::V1alpha1,
+                kind: "Journal".into(),
+                run_id: "plan".into(),
+                scenario: scenario.into(),
+                pid: std::process::id(),
+                cluster: ClusterRef::default(),
+                entries: Vec::new(),
+            })),
+        }
+    }
+
+    /// Load a journal a run left behind.
+    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read { path: path.to_owned(), source })?;
+        let file: JournalFile = serde_json::from_str(&text).map_err(|source| JournalError::Decode { path: path.to_owned(), source })?;
+        Ok(Journal { path: Some(path.to_owned()), file: Arc::new(Mutex::new(file)) })
+    }
+
+    /// Every journal in `dir`.
+    pub fn list(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn snapshot(&self) -> JournalFile {
+        self.file.lock().unwrap().clone()
+    }
+
+    pub fn set_cluster(&self, cluster: ClusterRef) -> Result<(), JournalError> {
+        self.file.lock().unwrap().cluster = cluster;
+        self.save()
+    }
+
+    /// Record an undo. Call this *before* making the change it undoes.
+    pub fn record(&self, what: impl Into<String>, undo: Undo) -> Result<(), JournalError> {
+        self.file.lock().unwrap().entries.push(Entry { what: what.into(), undo, done: false });
+        self.save()
+    }
+
+    fn save(&self) -> Result<(), JournalError> {
+        let Some(path) = &self.path else { return Ok(()) };
+        let text = serde_json::to_string_pretty(&*self.file.lock().unwrap()).expect("journal serialises");
+        let tmp = path.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|source| JournalError::Write { path: path.clone(), source })
+    }
+
+    /// Undo everything not yet undone, newest first. Keeps going past failures and returns them; the
+    /// file is removed once every entry is done.
+    pub async fn replay(&self, executor: &dyn Executor) -> Vec<JournalError> {
+        let (entries, cluster) = {
+            let f = self.file.lock().unwrap();
+            (f.entries.clone(), f.cluster.clone())
+        };
+        let mut errors = Vec::new();
+        let mut client: Option<Option<kube::Client>> = None;
+        for (i, entry) in entries.iter().enumerate().rev() {
+            if entry.done {
+                continue;
+            }
+            let result: Result<(), Box<dyn std::error::Error + Send + Sync>> = match &entry.undo {
+                Undo::Node { access, cmd } => {
+                    let argv = access.wrap(cmd);
+                    executor.run(&argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into())
+                }
+                Undo::Host { cmd } => executor.run(&cmd.argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into()),
+                Undo::DeleteObject { api_version, kind, namespace, name } => {
+                    if client.is_none() {
+                        client = Some(crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await.ok());
+                    }
+                    match client.as_ref().and_then(|c| c.clone()) {
+                        Some(c) => {
+                            let kube = crate::kube_ops::Kube::new(c, crate::record::Recorder::default());
+                            let ar = crate::kube_ops::resource(api_version, kind);
+                            kube.delete_dynamic(&ar, namespace.as_deref(), name).await.map_err(|e| e.into())
+                        }
+                        None => Err(format!("cluster of context {:?} unreachable", cluster.context).into()),
+                    }
+                }
+            };
+            match result {
+                Ok(()) => {
+                    self.file.lock().unwrap().entries[i].done = true;
+                    if let Err(e) = self.save() {
+                        errors.push(e);
+                    }
+                }
+                Err(source) => errors.push(JournalError::Undo { what: entry.what.clone(), source }),
+            }
+        }
+        if errors.is_empty() {
+            if let Some(path) = &self.path {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        errors
+    }
+}
+
+/// Replay with real processes.
+pub async fn replay_for_real(journal: &Journal) -> Vec<JournalError> {
+    journal.replay(&HostExecutor).await
+}
+
+/// Is the process that wrote a journal still alive?
+pub fn pid_alive(pid: u32) -> bool {
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::FakeExecutor;
+
+    #[tokio::test]
+    async fn replays_newest_first_and_removes_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::create(dir.path(), "run1", "demo", ClusterRef::default()).unwrap();
+        let access = NodeAccess::Netns { netns: "n".into() };
+        j.record("first", Undo::Node { access: access.clone(), cmd: Cmd::new(["echo", "1"]) }).unwrap();
+        j.record("second", Undo::Host { cmd: Cmd::new(["echo", "2"]) }).unwrap();
+        // What is on disk is what a crashed run would leave.
+        let reopened = Journal::open(&dir.path().join("run1.json")).unwrap();
+        assert_eq!(reopened.snapshot().entries.len(), 2);
+        let fake = FakeExecutor::new();
+        assert!(reopened.replay(fake.as_ref()).await.is_empty());
+        assert_eq!(fake.lines(), vec!["echo 2", "ip netns exec n timeout -k 5 60 echo 1"]);
+        assert!(!dir.path().join("run1.json").exists());
+    }
+
+    #[tokio::test]
+    async fn a_failed_undo_is_kept_for_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::create(dir.path(), "run2", "demo", ClusterRef::default()).unwrap();
+        j.record("ok", Undo::Host { cmd: Cmd::new(["true"]) }).unwrap();
+        j.record("fails", Undo::Host { cmd: Cmd::new(["restore-thing"]) }).unwrap();
+        let fake = FakeExecutor::new();
+        fake.respond("restore-thing", crate::cmd::Output { status: 1, stdout: String::new(), stderr: "busy".into() });
+        let errors = j.replay(fake.as_ref()).await;
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].to_string().contains("undo \"fails\" failed"));
+        let left = Journal::open(&dir.path().join("run2.json")).unwrap().snapshot();
+        assert_eq!(left.entries.iter().map(|e| e.done).collect::<Vec<_>>(), vec![true, false]);
+    }
+}

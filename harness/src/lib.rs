@@ -1,0 +1,25 @@
+//! faultlab: reproduce documented Kubernetes faults on real clusters, assert the events they cause,
+//! and prove that the documented fix brings the workload back.
+//!
+//! The life cycle ([`runner`]): set up a workload, inject the fault ([`faults`]), wait for the
+//! documented symptom ([`wait`], [`events`]), apply the documented fix, verify recovery, and always undo
+//! what was touched ([`journal`]). Clusters come from a [`provider`]; commands reach nodes as argv data
+//! through [`node`].
+
+pub mod cmd;
+pub mod datafile;
+pub mod duration;
+pub mod events;
+pub mod faults;
+pub mod journal;
+pub mod kube_ops;
+pub mod node;
+pub mod provider;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod snapshot;
+pub mod testbed;
+pub mod vars;
+pub mod wait;

@@ -1,0 +1,151 @@
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{NodeAccess, NodeProfile};
+use crate::cmd::{self, Cmd, CmdError, Output};
+
+/// Runs host argv. The real one spawns processes; the fake one records them for tests and plans.
+#[async_trait]
+pub trait Executor: Send + Sync {
+    /// Run `argv` on this machine; a non-zero exit is an error unless `allow_failure`.
+    async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError>;
+}
+
+/// Spawns real processes on this machine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostExecutor;
+
+#[async_trait]
+impl Executor for HostExecutor {
+    async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+        cmd::run_host(argv, cmd.stdin.as_deref(), NodeAccess::host_timeout(cmd), allow_failure).await
+    }
+}
+
+type Responder = Box<dyn Fn(&[String]) -> Option<Output> + Send + Sync>;
+
+/// Records every argv and answers from a script of responses (default: success, empty output).
+#[derive(Default)]
+pub struct FakeExecutor {
+    pub calls: Mutex<Vec<Vec<String>>>,
+    responders: Mutex<Vec<Responder>>,
+}
+
+impl FakeExecutor {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Answer commands whose shell line contains `needle` with `output`.
+    pub fn respond(&self, needle: &str, output: Output) {
+        let needle = needle.to_owned();
+        self.responders.lock().unwrap().push(Box::new(move |argv| {
+            cmd::shell_join(argv).contains(&needle).then(|| output.clone())
+        }));
+    }
+
+    /// Every recorded call as a shell line.
+    pub fn lines(&self) -> Vec<String> {
+        self.calls.lock().unwrap().iter().map(|a| cmd::shell_join(a)).collect()
+    }
+}
+
+#[async_trait]
+impl Executor for FakeExecutor {
+    async fn run(&self, argv: &[String], _cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+        self.calls.lock().unwrap().push(argv.to_vec());
+        let answer = self.responders.lock().unwrap().iter().rev().find_map(|r| r(argv)).unwrap_or_default();
+        if answer.success() || allow_failure {
+            Ok(answer)
+        } else {
+            Err(CmdError::Failed {
+                line: cmd::shell_join(argv),
+                status: answer.status,
+                stdout: answer.stdout,
+                stderr: answer.stderr,
+            })
+        }
+    }
+}
+
+/// A node you can run a command on.
+#[derive(Clone)]
+pub struct Node {
+    pub profile: NodeProfile,
+    pub access: NodeAccess,
+    executor: Arc<dyn Executor>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.profile.name).field("access", &self.access).finish()
+    }
+}
+
+impl Node {
+    pub fn new(profile: NodeProfile, access: NodeAccess, executor: Arc<dyn Executor>) -> Self {
+        Node { profile, access, executor }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.profile.name
+    }
+
+    /// The host argv for `cmd`: what `plan` prints and what errors carry.
+    pub fn host_argv(&self, cmd: &Cmd) -> Vec<String> {
+        self.access.wrap(cmd)
+    }
+
+    /// Run `cmd` on the node; a non-zero exit is an error carrying the full command line and output.
+    pub async fn run(&self, cmd: &Cmd) -> Result<Output, CmdError> {
+        let argv = self.access.wrap(cmd);
+        tracing::debug!(node = %self.name(), cmd = %cmd::shell_join(&argv), "exec");
+        self.executor.run(&argv, cmd, false).await
+    }
+
+    /// Run `cmd` on the node and return its output whatever its exit status.
+    pub async fn probe(&self, cmd: &Cmd) -> Result<Output, CmdError> {
+        let argv = self.access.wrap(cmd);
+        tracing::debug!(node = %self.name(), cmd = %cmd::shell_join(&argv), "probe");
+        self.executor.run(&argv, cmd, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeAccess;
+
+    #[test]
+    fn docker_exec_carries_an_inner_timeout() {
+        let access = NodeAccess::Docker { container: "faultlab-x-control-plane".into() };
+        let cmd = Cmd::new(["ctr", "-n", "k8s.io", "images", "ls"]).timeout(std::time::Duration::from_secs(30));
+        assert_eq!(
+            cmd::shell_join(&access.wrap(&cmd)),
+            "docker exec faultlab-x-control-plane timeout -k 5 30 ctr -n k8s.io images ls"
+        );
+        let with_input = Cmd::new(["ctr", "images", "import", "-"]).stdin("x");
+        assert!(cmd::shell_join(&access.wrap(&with_input)).starts_with("docker exec -i faultlab-x-control-plane"));
+    }
+
+    #[test]
+    fn netns_exec_carries_an_inner_timeout() {
+        let access = NodeAccess::Netns { netns: "faultlab-node".into() };
+        let cmd = Cmd::new(["ip", "route", "del", "default"]);
+        assert_eq!(cmd::shell_join(&access.wrap(&cmd)), "ip netns exec faultlab-node timeout -k 5 60 ip route del default");
+    }
+
+    #[tokio::test]
+    async fn fake_executor_records_and_fails_as_scripted() {
+        let fake = FakeExecutor::new();
+        fake.respond("images rm", Output { status: 1, stdout: String::new(), stderr: "not found".into() });
+        let profile = crate::testbed::tests::sample_profile();
+        let node = Node::new(profile.clone(), profile.access().unwrap(), fake.clone());
+        node.run(&Cmd::new(["true"])).await.unwrap();
+        let err = node.run(&profile.ctr(["images", "rm", "x"])).await.unwrap_err();
+        assert!(err.to_string().contains("ip netns exec faultlab-node timeout -k 5 60 ctr --address"), "{err}");
+        assert!(err.to_string().contains("not found"));
+        assert_eq!(fake.lines().len(), 2);
+    }
+}

@@ -1,0 +1,396 @@
+//! The life cycle every scenario runs: setup, inject, symptom, fix, recovery, teardown.
+//!
+//! Teardown always runs: it replays the run's journal on success, error, panic, SIGINT and SIGTERM.
+//! `plan` runs the same code with nothing executed, so the plan is exactly what a run would do.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::events::{self, EventLog, Normalised, Normaliser};
+use crate::faults::{Ctx, FaultError};
+use crate::journal::{ClusterRef, Journal, JournalError, Undo};
+use crate::kube_ops::{Kube, KubeError};
+use crate::node::{Executor, FakeExecutor, HostExecutor, Node, NodeProfile};
+use crate::provider::Cluster;
+use crate::record::{Channel, Phase, Recorder};
+use crate::scenario::{ClaimGate, Loaded, NodeGate, PodGate, ScenarioError};
+use crate::vars::Vars;
+use crate::wait::{self, WaitError};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("setup: {0}")]
+    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("workload not ready before the fault: {0}")]
+    WorkloadNotReady(#[source] WaitError),
+    #[error("inject: {0}")]
+    Inject(#[source] FaultError),
+    #[error("symptom not seen: {0}")]
+    Symptom(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("fix step {step:?}: {source}")]
+    Fix {
+        step: String,
+        #[source]
+        source: FaultError,
+    },
+    #[error("no recovery: {0}")]
+    Recovery(#[source] WaitError),
+    #[error("interrupted by {0}")]
+    Interrupted(&'static str),
+    #[error("the run panicked: {0}")]
+    Panicked(String),
+    #[error("scenario: {0}")]
+    Scenario(#[from] ScenarioError),
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("api: {0}")]
+    Api(#[from] KubeError),
+}
+
+/// How long each phase took.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    pub setup: Option<f64>,
+    pub inject: Option<f64>,
+    pub symptom: Option<f64>,
+    pub fix: Option<f64>,
+    pub recovery: Option<f64>,
+    pub teardown: Option<f64>,
+}
+
+impl Timings {
+    fn set(&mut self, phase: Phase, d: Duration) {
+        let v = Some((d.as_secs_f64() * 1000.0).round() / 1000.0);
+        match phase {
+            Phase::Setup => self.setup = v,
+            Phase::Inject => self.inject = v,
+            Phase::Symptom => self.symptom = v,
+            Phase::Fix => self.fix = v,
+            Phase::Recovery => self.recovery = v,
+            Phase::Teardown => self.teardown = v,
+        }
+    }
+
+    pub fn get(&self, phase: Phase) -> Option<f64> {
+        match phase {
+            Phase::Setup => self.setup,
+            Phase::Inject => self.inject,
+            Phase::Symptom => self.symptom,
+            Phase::Fix => self.fix,
+            Phase::Recovery => self.recovery,
+            Phase::Teardown => self.teardown,
+        }
+    }
+}
+
+/// A random lowercase suffix for names.
+pub fn random_suffix(len: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut seed = {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        t.as_nanos() as u64 ^ ((std::process::id() as u64) << 32)
+    };
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ALPHABET[(seed % ALPHABET.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+/// One scenario's run on one cluster and node.
+pub struct Run {
+    pub scenario: Loaded,
+    pub namespace: String,
+    pub ctx: Arc<Ctx>,
+    pub client: Option<kube::Client>,
+    pub events: Option<EventLog>,
+    pub timings: Timings,
+    started: Option<Instant>,
+}
+
+impl Run {
+    /// A real run. The journal goes to `journal_dir` and records how to reach the cluster.
+    pub fn new(scenario: Loaded, cluster: &Cluster, node: NodeProfile, client: kube::Client, journal_dir: &std::path::Path, rec: Recorder) -> Result<Run, RunError> {
+        let namespace = format!("fl-{}-{}", scenario.name(), random_suffix(5));
+        let cluster_ref = ClusterRef {
+            kubeconfig: cluster.kubeconfig.clone(),
+            context: cluster.context.clone(),
+            kind_cluster: match &cluster.ownership {
+                crate::provider::Ownership::Created { kind_cluster } => Some(kind_cluster.clone()),
+                _ => None,
+            },
+        };
+        let journal = Journal::create(journal_dir, &namespace, scenario.name(), cluster_ref)?;
+        Ok(Self::build(scenario, namespace, node, Kube::new(client.clone(), rec), Arc::new(HostExecutor), journal, Some(client), false))
+    }
+
+    /// A dry run: everything recorded, nothing executed.
+    pub fn plan(scenario: Loaded, node: NodeProfile, rec: Recorder) -> Run {
+        let namespace = format!("fl-{}-<id>", scenario.name());
+        let journal = Journal::in_memory(scenario.name());
+        let exec: Arc<dyn Executor> = FakeExecutor::new();
+        Self::build(scenario, namespace, node, Kube::dry(rec), exec, journal, None, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(scenario: Loaded, namespace: String, node: NodeProfile, kube: Kube, exec: Arc<dyn Executor>, journal: Journal, client: Option<kube::Client>, dry_run: bool) -> Run {
+        let access = node.access().expect("node profiles are validated to have access");
+        let vars = Vars::new(&namespace, &node);
+        let ctx = Ctx {
+            node: Node::new(node, access, exec),
+            kube,
+            journal,
+            namespace: namespace.clone(),
+            target: scenario.scenario.workload.target.clone(),
+            vars,
+            dry_run,
+        };
+        Run { scenario, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
+    }
+
+    fn rec(&self) -> &Recorder {
+        self.ctx.rec()
+    }
+
+    fn begin(&mut self, phase: Phase) {
+        self.rec().set_phase(phase);
+        self.started = Some(Instant::now());
+        tracing::info!(scenario = self.scenario.name(), phase = phase.as_str(), "phase");
+    }
+
+    fn end(&mut self, phase: Phase) {
+        if let Some(s) = self.started.take() {
+            self.timings.set(phase, s.elapsed());
+        }
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.ctx.journal
+    }
+
+    /// Namespace, node preparation, workload, and wait until it is ready.
+    pub async fn setup(&mut self) -> Result<(), RunError> {
+        self.begin(Phase::Setup);
+        let s = self.scenario.scenario.clone();
+        let ctx = self.ctx.clone();
+        // Journal the namespace's deletion before creating it.
+        ctx.journal.record(
+            format!("delete namespace {}", self.namespace),
+            Undo::DeleteObject { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: self.namespace.clone() },
+        )?;
+        ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
+        s.fault.fault().prepare(&ctx).await.map_err(|e| RunError::Setup(Box::new(e)))?;
+        for text in self.scenario.manifest_texts()? {
+            let text = ctx.vars.text(&text);
+            ctx.kube.apply_manifest(&self.namespace, &text).await?;
+        }
+        if !s.workload.start_broken {
+            let gate = PodGate { phase: Some("Running".into()), ready: Some(true), ..Default::default() };
+            self.wait_pods(&gate, s.workload.ready_within.0).await.map_err(RunError::WorkloadNotReady)?;
+        }
+        self.end(Phase::Setup);
+        Ok(())
+    }
+
+    /// Start recording events, then inject the fault and check it is in place.
+    pub async fn inject(&mut self) -> Result<(), RunError> {
+        self.begin(Phase::Inject);
+        if let Some(client) = &self.client {
+            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()));
+            // Let the event watch list its baseline before anything breaks.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } else {
+            self.rec().push(Channel::Wait, format!("watch /api/v1/namespaces/{}/events and events of node {}", self.namespace, self.ctx.node.name()));
+        }
+        let fault = self.scenario.scenario.fault.clone();
+        fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
+        fault.fault().verify_injected(&self.ctx).await.map_err(RunError::Inject)?;
+        self.end(Phase::Inject);
+        Ok(())
+    }
+
+    /// Wait for the documented symptom: the gates, then the expected events.
+    pub async fn await_symptom(&mut self) -> Result<(), RunError> {
+        self.begin(Phase::Symptom);
+        let s = self.scenario.scenario.symptom.clone();
+        let deadline = Instant::now() + s.within.0;
+        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), deadline).await.map_err(|e| RunError::Symptom(Box::new(e)))?;
+        let gates = events::compile(&s.events, &self.ctx.vars).map_err(|e| RunError::Symptom(Box::new(e)))?;
+        match &self.events {
+            Some(log) => log.wait_for(&gates, remaining(deadline)).await.map_err(|e| RunError::Symptom(Box::new(e)))?,
+            None => {
+                for (g, re) in &gates {
+                    self.rec().push(Channel::Wait, format!("event {} matching /{}/", g.reason, re.as_str()));
+                }
+            }
+        }
+        self.end(Phase::Symptom);
+        Ok(())
+    }
+
+    /// Apply the documented fix, step by step in the document's order.
+    pub async fn fix(&mut self) -> Result<(), RunError> {
+        self.begin(Phase::Fix);
+        let s = self.scenario.scenario.clone();
+        for step in &s.fix {
+            self.ctx.note(format!("fix {}: {}", step.step, step.doc.trim()));
+            s.fault.fault().fix(&step.step, &self.ctx).await.map_err(|source| RunError::Fix { step: step.step.clone(), source })?;
+        }
+        self.end(Phase::Fix);
+        Ok(())
+    }
+
+    /// Wait until the recovery condition holds, within its deadline.
+    pub async fn await_recovery(&mut self) -> Result<(), RunError> {
+        self.begin(Phase::Recovery);
+        let r = self.scenario.scenario.recovery.clone();
+        let deadline = Instant::now() + r.within.0;
+        self.await_gates(r.pod.as_ref(), r.node.as_ref(), r.claim.as_ref(), deadline).await.map_err(RunError::Recovery)?;
+        self.end(Phase::Recovery);
+        Ok(())
+    }
+
+    async fn await_gates(&self, pod: Option<&PodGate>, node: Option<&NodeGate>, claim: Option<&ClaimGate>, deadline: Instant) -> Result<(), WaitError> {
+        if let Some(gate) = node {
+            match &self.client {
+                Some(c) => drop(wait::node(c, self.ctx.node.name(), gate, remaining(deadline)).await?),
+                None => self.rec().push(Channel::Wait, format!("node {} {}={}", self.ctx.node.name(), gate.condition.type_, gate.condition.status)),
+            }
+        }
+        if let Some(gate) = claim {
+            let name = self.ctx.target.claim.clone().unwrap_or_default();
+            match &self.client {
+                Some(c) => drop(wait::claim(c, &self.namespace, &name, gate, remaining(deadline)).await?),
+                None => self.rec().push(Channel::Wait, format!("pvc {name} phase={}", gate.phase)),
+            }
+        }
+        if let Some(gate) = pod {
+            self.wait_pods(gate, remaining(deadline)).await?;
+        }
+        Ok(())
+    }
+
+    async fn wait_pods(&self, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
+        let selector = &self.ctx.target.selector;
+        match &self.client {
+            Some(c) => wait::pods(c, &self.namespace, selector, gate, within).await.map(drop),
+            None => {
+                self.rec().push(Channel::Wait, format!("pod -l {selector} {} (within {})", wait::gate_text(gate), crate::duration::format(within)));
+                Ok(())
+            }
+        }
+    }
+
+    /// The events seen so far, normalised.
+    pub fn normalised_events(&self) -> Vec<Normalised> {
+        let seen = self.events.as_ref().map(|l| l.seen()).unwrap_or_default();
+        Normaliser::new(&self.namespace, self.ctx.node.name()).events(&seen, &self.scenario.scenario.snapshot.ignore_reasons)
+    }
+
+    /// Stop recording and undo everything the journal holds. Returns the undo failures.
+    pub async fn teardown(&mut self) -> Vec<JournalError> {
+        self.begin(Phase::Teardown);
+        if let Some(log) = &self.events {
+            log.stop();
+        }
+        let journal = self.ctx.journal.snapshot();
+        for entry in journal.entries.iter().rev().filter(|e| !e.done) {
+            let line = match &entry.undo {
+                Undo::Node { access, cmd } => format!("{}", crate::cmd::shell_join(&access.wrap(cmd))),
+                Undo::Host { cmd } => cmd.shell_line(),
+                Undo::DeleteObject { api_version, kind, namespace, name } => {
+                    format!("DELETE {}", crate::kube_ops::path(&crate::kube_ops::resource(api_version, kind), namespace.as_deref(), Some(name)))
+                }
+            };
+            let channel = match entry.undo {
+                Undo::Node { .. } => Channel::Node,
+                Undo::Host { .. } => Channel::Host,
+                Undo::DeleteObject { .. } => Channel::Api,
+            };
+            self.rec().push(channel, line);
+        }
+        let errors = if self.ctx.dry_run { Vec::new() } else { crate::journal::replay_for_real(&self.ctx.journal).await };
+        self.end(Phase::Teardown);
+        errors
+    }
+
+    /// The phases from setup to recovery, in order.
+    pub async fn body(&mut self) -> Result<(), RunError> {
+        self.setup().await?;
+        self.inject().await?;
+        self.await_symptom().await?;
+        self.fix().await?;
+        self.await_recovery().await
+    }
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// What ended a run.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Result<(), RunError>,
+    pub phase: Phase,
+    pub teardown_errors: Vec<JournalError>,
+}
+
+/// Run the whole life cycle. Teardown runs whatever happens: error, panic, SIGINT or SIGTERM.
+pub async fn execute(run: Run) -> (Run, Outcome) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigint = signal(SignalKind::interrupt()).ok();
+    let mut sigterm = signal(SignalKind::terminate()).ok();
+    let rec = run.rec().clone();
+    // The body runs in a task of its own, so that a panic in it is caught and a signal can abort it;
+    // either way the Run comes back (tokio's Mutex does not poison) and is torn down here.
+    let shared = Arc::new(tokio::sync::Mutex::new(run));
+    let body = shared.clone();
+    let mut handle = tokio::spawn(async move { body.lock().await.body().await });
+    let abort = handle.abort_handle();
+    let joined = tokio::select! {
+        j = &mut handle => Ok(j),
+        _ = recv_signal(&mut sigint) => Err("SIGINT"),
+        _ = recv_signal(&mut sigterm) => Err("SIGTERM"),
+    };
+    let result = match joined {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) if join.is_panic() => Err(RunError::Panicked(panic_text(join.into_panic()))),
+        Ok(Err(_)) => Err(RunError::Interrupted("cancellation")),
+        Err(name) => {
+            abort.abort();
+            let _ = handle.await;
+            Err(RunError::Interrupted(name))
+        }
+    };
+    let phase = rec.phase();
+    let mut run = match Arc::try_unwrap(shared) {
+        Ok(m) => m.into_inner(),
+        Err(_) => unreachable!("the body task has ended and released the run"),
+    };
+    let teardown_errors = run.teardown().await;
+    (run, Outcome { result, phase, teardown_errors })
+}
+
+async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
+}

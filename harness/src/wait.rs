@@ -1,0 +1,247 @@
+//! Gates: watch-based waits for pod, node and claim conditions, with what was last seen on timeout.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+use crate::scenario::{ClaimGate, ConditionGate, NodeGate, PodGate};
+
+#[derive(Debug, Error)]
+pub enum WaitError {
+    #[error("{what} did not hold within {within:?}; last seen:\n{last}")]
+    Timeout { what: String, within: Duration, last: String },
+    #[error("watching {what} failed: {source}")]
+    Watch {
+        what: String,
+        #[source]
+        source: watcher::Error,
+    },
+}
+
+/// Does the pod satisfy the gate?
+pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let status = pod.status.clone().unwrap_or_default();
+    if let Some(phase) = &gate.phase {
+        if status.phase.as_deref() != Some(phase.as_str()) {
+            return false;
+        }
+    }
+    let containers = status.container_statuses.clone().unwrap_or_default();
+    if let Some(ready) = gate.ready {
+        let all_ready = !containers.is_empty() && containers.iter().all(|c| c.ready);
+        if all_ready != ready {
+            return false;
+        }
+    }
+    if let Some(reason) = &gate.waiting {
+        let all = containers.iter().chain(status.init_container_statuses.iter().flatten());
+        let waiting = all.filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone()).any(|r| r == *reason);
+        if !waiting {
+            return false;
+        }
+    }
+    if let Some(cond) = &gate.condition {
+        let conds = status.conditions.unwrap_or_default();
+        if !conds.iter().any(|c| condition_matches(cond, &c.type_, &c.status, c.reason.as_deref())) {
+            return false;
+        }
+    }
+    true
+}
+
+fn condition_matches(gate: &ConditionGate, type_: &str, status: &str, reason: Option<&str>) -> bool {
+    gate.type_ == type_ && gate.status == status && gate.reason.as_deref().is_none_or(|r| Some(r) == reason)
+}
+
+pub fn node_matches(node: &Node, gate: &NodeGate) -> bool {
+    let conds = node.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    conds.iter().any(|c| condition_matches(&gate.condition, &c.type_, &c.status, c.reason.as_deref()))
+}
+
+pub fn claim_matches(pvc: &PersistentVolumeClaim, gate: &ClaimGate) -> bool {
+    pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(gate.phase.as_str())
+}
+
+/// One line per pod: what a person would look at.
+pub fn describe_pod(pod: &Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let status = pod.status.clone().unwrap_or_default();
+    let mut parts = vec![format!("phase={}", status.phase.unwrap_or_default())];
+    for c in status.container_statuses.iter().flatten() {
+        let state = match &c.state {
+            Some(s) if s.waiting.is_some() => format!("waiting({})", s.waiting.as_ref().and_then(|w| w.reason.clone()).unwrap_or_default()),
+            Some(s) if s.running.is_some() => "running".into(),
+            Some(s) if s.terminated.is_some() => format!("terminated({})", s.terminated.as_ref().and_then(|t| t.reason.clone()).unwrap_or_default()),
+            _ => "unknown".into(),
+        };
+        parts.push(format!("{}={} ready={} restarts={}", c.name, state, c.ready, c.restart_count));
+    }
+    for c in status.conditions.iter().flatten() {
+        if c.status != "True" {
+            parts.push(format!("{}={}({})", c.type_, c.status, c.reason.clone().unwrap_or_default()));
+        }
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        parts.push("terminating".into());
+    }
+    format!("pod/{name}: {}", parts.join(" "))
+}
+
+fn describe_node(node: &Node) -> String {
+    let conds = node.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let parts: Vec<String> = conds.iter().map(|c| format!("{}={}", c.type_, c.status)).collect();
+    format!("node/{}: {}", node.metadata.name.clone().unwrap_or_default(), parts.join(" "))
+}
+
+fn describe_claim(pvc: &PersistentVolumeClaim) -> String {
+    format!(
+        "pvc/{}: phase={}",
+        pvc.metadata.name.clone().unwrap_or_default(),
+        pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
+    )
+}
+
+/// Watch objects and return the first that satisfies `pred`, or time out with the last state seen.
+async fn watch_until<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    what: String,
+    within: Duration,
+    pred: impl Fn(&K) -> bool,
+    describe: impl Fn(&K) -> String,
+) -> Result<K, WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut store: BTreeMap<String, K> = BTreeMap::new();
+    let mut stream = watcher(api, cfg).boxed();
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last_error: Option<String> = None;
+    loop {
+        let next = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(item)) => item,
+            Ok(None) => break,
+            Err(_) => break,
+        };
+        match next {
+            Ok(watcher::Event::Init) => store.clear(),
+            Ok(watcher::Event::InitApply(o)) | Ok(watcher::Event::Apply(o)) => {
+                let key = o.meta().name.clone().unwrap_or_default();
+                store.insert(key, o);
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                store.remove(o.meta().name.as_deref().unwrap_or_default());
+            }
+            Ok(watcher::Event::InitDone) => {}
+            Err(e) => {
+                // The watcher retries on its own; remember the error for the report.
+                last_error = Some(e.to_string());
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        }
+        if let Some(found) = store.values().find(|o| pred(o)) {
+            return Ok(found.clone());
+        }
+    }
+    let mut last: Vec<String> = store.values().map(describe).collect();
+    if last.is_empty() {
+        last.push("(nothing matched the selector)".into());
+    }
+    if let Some(e) = last_error {
+        last.push(format!("last watch error: {e}"));
+    }
+    Err(WaitError::Timeout { what, within, last: last.join("\n") })
+}
+
+/// Wait until some pod matching `selector` in `ns` satisfies `gate`.
+pub async fn pods(client: &Client, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<Pod, WaitError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("pod -l {selector} {}", gate_text(gate));
+    watch_until(api, watcher::Config::default().labels(selector), what, within, |p| pod_matches(p, gate), describe_pod).await
+}
+
+/// Wait until node `name` satisfies `gate`.
+pub async fn node(client: &Client, name: &str, gate: &NodeGate, within: Duration) -> Result<Node, WaitError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let what = format!("node {name} {}={}", gate.condition.type_, gate.condition.status);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watch_until(api, cfg, what, within, |n| node_matches(n, gate), describe_node).await
+}
+
+/// Wait until claim `name` in `ns` satisfies `gate`.
+pub async fn claim(client: &Client, ns: &str, name: &str, gate: &ClaimGate, within: Duration) -> Result<PersistentVolumeClaim, WaitError> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let what = format!("pvc {name} phase={}", gate.phase);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watch_until(api, cfg, what, within, |c| claim_matches(c, gate), describe_claim).await
+}
+
+/// The gate as text, for messages and plans.
+pub fn gate_text(gate: &PodGate) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &gate.phase {
+        parts.push(format!("phase={p}"));
+    }
+    if let Some(r) = gate.ready {
+        parts.push(format!("ready={r}"));
+    }
+    if let Some(w) = &gate.waiting {
+        parts.push(format!("waiting={w}"));
+    }
+    if let Some(c) = &gate.condition {
+        parts.push(format!("{}={}{}", c.type_, c.status, c.reason.as_ref().map(|r| format!("({r})")).unwrap_or_default()));
+    }
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn pod_gates() {
+        let creating = pod(serde_json::json!({
+            "metadata": {"name": "web-1"},
+            "status": {"phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+                "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        }));
+        let gate = PodGate { phase: Some("Pending".into()), waiting: Some("ContainerCreating".into()), ..Default::default() };
+        assert!(pod_matches(&creating, &gate));
+        assert!(!pod_matches(&creating, &PodGate { phase: Some("Running".into()), ..Default::default() }));
+        assert!(!pod_matches(&creating, &PodGate { ready: Some(true), ..Default::default() }));
+        let cond = ConditionGate { type_: "Ready".into(), status: "False".into(), reason: Some("ContainersNotReady".into()) };
+        assert!(pod_matches(&creating, &PodGate { condition: Some(cond), ..Default::default() }));
+        assert_eq!(describe_pod(&creating), "pod/web-1: phase=Pending app=waiting(ContainerCreating) ready=false restarts=0 Ready=False(ContainersNotReady)");
+
+        let mut terminating = creating.clone();
+        terminating.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+        assert!(!pod_matches(&terminating, &gate), "a terminating pod never satisfies a gate");
+    }
+
+    #[test]
+    fn running_and_ready() {
+        let running = pod(serde_json::json!({
+            "metadata": {"name": "web-1"},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}
+        }));
+        assert!(pod_matches(&running, &PodGate { phase: Some("Running".into()), ready: Some(true), ..Default::default() }));
+    }
+}
