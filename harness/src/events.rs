@@ -219,9 +219,11 @@ impl Normaliser {
         ];
         let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
         // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{6,10}}-{SUFFIX}{{5}}\b")).unwrap(), "-<hash>-<id>"));
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{5}}\b")).unwrap(), "-<id>"));
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{8,10}}\b")).unwrap(), "-<hash>"));
+        // A name ends at anything but a lowercase letter or digit (CRI names continue with `_`).
+        let end = r"([^a-z0-9]|$)";
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{6,10}}-{SUFFIX}{{5}}{end}")).unwrap(), "-<hash>-<id>${1}"));
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{5}}{end}")).unwrap(), "-<id>${1}"));
+        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{8,10}}{end}")).unwrap(), "-<hash>${1}"));
         let mut literal = vec![(namespace.to_string(), "<namespace>".to_string())];
         if !node.is_empty() {
             literal.push((node.to_string(), "<node>".to_string()));
@@ -296,6 +298,8 @@ mod tests {
             ("mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-4183077394: no space left on device", "mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-<n>: no space left on device"),
             ("at 2026-11-22T01:02:03Z and 2026-11-22 01:02:03.123 +0000", "at <time> and <time>"),
             ("Created container k8s app", "Created container k8s app"),
+            (r#"pod: "web-6d4cf56db6-tbkl8_fl-pause-missing-x7k2p(0b5bd2a6-4c52-4b8d-a1e2-5cc3c5be61f0)""#, r#"pod: "web-<hash>-<id>_<namespace>(<uid>)""#),
+            ("worker-0_ns", "worker-0_ns"),
         ];
         for (input, want) in cases {
             assert_eq!(n.text(input), want);

@@ -89,7 +89,7 @@ impl Kube {
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "faultlab", "faultlab.dev/scenario": scenario}}
         }))
         .expect("static namespace");
-        self.create(None, &ns, &format!("namespaces/{name}")).await
+        self.create(None, &ns, name).await
     }
 
     /// Delete a namespace (not waiting for it to go).
@@ -124,8 +124,8 @@ impl Kube {
         }
     }
 
-    /// Create a typed object; AlreadyExists is success.
-    pub async fn create<K>(&self, ns: Option<&str>, obj: &K, what: &str) -> Result<(), KubeError>
+    /// Create a typed object named `name`; AlreadyExists is success.
+    pub async fn create<K>(&self, ns: Option<&str>, obj: &K, name: &str) -> Result<(), KubeError>
     where
         K: kube::Resource<DynamicType = ()> + Serialize,
     {
@@ -134,7 +134,7 @@ impl Kube {
         value["apiVersion"] = ar.api_version.clone().into();
         value["kind"] = ar.kind.clone().into();
         let dynamic: DynamicObject = serde_json::from_value(value).map_err(|e| KubeError::ManifestYaml { message: e.to_string() })?;
-        self.create_dynamic(&ar, ns, &dynamic, what.rsplit(' ').next().unwrap_or(what)).await
+        self.create_dynamic(&ar, ns, &dynamic, name).await
     }
 
     fn dynamic_api(&self, client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
@@ -256,6 +256,8 @@ fn identity(doc: &serde_json::Value) -> Option<(String, String, String)> {
 /// A client for `context` of the kubeconfig at `path`, checked by asking the server for its version.
 pub async fn connect(path: &std::path::Path, context: &str) -> Result<Client, KubeError> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
+    // kube's rustls has no provider selected by features alone; ring is the one we build with.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let shown = path.display().to_string();
     let kc = Kubeconfig::read_from(path).map_err(|source| KubeError::Kubeconfig { path: shown.clone(), source })?;
     let opts = KubeConfigOptions { context: Some(context.to_string()), ..Default::default() };

@@ -6,6 +6,7 @@
 //! what was touched ([`journal`]). Clusters come from a [`provider`]; commands reach nodes as argv data
 //! through [`node`].
 
+pub mod cleanup;
 pub mod cmd;
 pub mod datafile;
 pub mod duration;
@@ -20,6 +21,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod snapshot;
+pub mod suite;
 pub mod testbed;
 pub mod vars;
 pub mod wait;

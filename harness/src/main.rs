@@ -1,1 +1,258 @@
-fn main(){}
+//! The `faultlab` command: list, show, plan, run and cleanup.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use faultlab::provider::kind::Arch;
+use faultlab::record::Recorder;
+use faultlab::report::{ScenarioReport, SuiteReport};
+use faultlab::scenario::{self, Loaded};
+use faultlab::suite::{self, ProviderChoice};
+
+#[derive(Parser)]
+#[command(name = "faultlab", version, about = "Reproduce documented Kubernetes faults, assert their events, prove the documented fix")]
+struct Cli {
+    /// Directory of scenario files.
+    #[arg(long, global = true, env = "FAULTLAB_SCENARIOS")]
+    scenarios: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ProviderArg {
+    /// The test bed's description if present, else kind.
+    Auto,
+    Kind,
+    Existing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Clone)]
+struct Target {
+    /// Scenario name.
+    scenario: Option<String>,
+    /// Every scenario.
+    #[arg(long, conflicts_with = "scenario")]
+    all: bool,
+}
+
+#[derive(clap::Args, Clone)]
+struct ProviderOpts {
+    #[arg(long, value_enum, default_value = "auto")]
+    provider: ProviderArg,
+    /// kind node architecture (default: this host's).
+    #[arg(long, value_enum)]
+    arch: Option<Arch>,
+    /// Node-access description for --provider existing (default: the test bed's).
+    #[arg(long)]
+    description: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List scenarios.
+    List,
+    /// Show a scenario: fault, symptom, documented fix, recovery.
+    Show { scenario: String },
+    /// Print every command and API call a run would make, without running anything.
+    Plan {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        provider: ProviderOpts,
+    },
+    /// Run scenarios end to end.
+    Run {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        provider: ProviderOpts,
+        /// Keep the kind cluster afterwards.
+        #[arg(long)]
+        keep: bool,
+        /// Allow injecting faults into this context, which faultlab did not create.
+        #[arg(long, value_name = "CONTEXT")]
+        allow_existing: Option<String>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+        /// Write a JUnit XML report here.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
+    /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
+    Cleanup {
+        /// Replay journals even if the process that wrote them still runs.
+        #[arg(long)]
+        force: bool,
+        /// Delete faultlab kind clusters older than this (for example 2h).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        older_than: Duration,
+    },
+    /// Print the scenario format's JSON Schema.
+    Schema,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    faultlab::duration::parse(s).map_err(|e| e.to_string())
+}
+
+fn choose(opts: &ProviderOpts, keep: bool) -> Result<ProviderChoice> {
+    let arch = match opts.arch {
+        Some(a) => a,
+        None => Arch::host().context("this host's architecture has no kind node image; pass --arch")?,
+    };
+    Ok(match opts.provider {
+        ProviderArg::Kind => ProviderChoice::Kind { arch, keep },
+        ProviderArg::Existing => ProviderChoice::Existing { description: opts.description.clone().unwrap_or_else(faultlab::testbed::path) },
+        ProviderArg::Auto => match &opts.description {
+            Some(d) => ProviderChoice::Existing { description: d.clone() },
+            None => match suite::detect() {
+                Ok(ProviderChoice::Kind { arch: _, .. }) => ProviderChoice::Kind { arch, keep },
+                Ok(c) => c,
+                Err(reason) => bail!("{reason}; pass --provider kind or --provider existing --description FILE"),
+            },
+        },
+    })
+}
+
+fn targets(dir: &std::path::Path, target: &Target) -> Result<Vec<Loaded>> {
+    if target.all {
+        return Ok(scenario::load_all(dir)?.into_values().collect());
+    }
+    match &target.scenario {
+        Some(name) => Ok(vec![scenario::find(dir, name)?]),
+        None => bail!("name a scenario or pass --all (see `faultlab list`)"),
+    }
+}
+
+/// Phase progress: a spinner on a terminal, plain lines otherwise.
+fn progress(rec: Recorder, scenario: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = terminal.then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.enable_steady_tick(Duration::from_millis(120));
+            b
+        });
+        let mut last = None;
+        let started = Instant::now();
+        loop {
+            let phase = rec.phase();
+            if last != Some(phase) {
+                match &bar {
+                    Some(b) => b.set_message(format!("{scenario}: {}", phase.as_str())),
+                    None => eprintln!("[{:>6.1}s] {scenario}: {}", started.elapsed().as_secs_f64(), phase.as_str()),
+                }
+                last = Some(phase);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FAULTLAB_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let dir = cli.scenarios.clone().unwrap_or_else(scenario::default_dir);
+    match cli.command {
+        Command::List => {
+            for (name, s) in scenario::load_all(&dir)? {
+                let line = s.scenario.metadata.description.lines().next().unwrap_or_default().to_string();
+                println!("{name:<22} {:<20} {line}", s.scenario.fault.name());
+            }
+        }
+        Command::Show { scenario: name } => {
+            let s = scenario::find(&dir, &name)?;
+            let sc = &s.scenario;
+            println!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
+            println!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
+            println!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
+            println!("symptom:  within {}", faultlab::duration::format(sc.symptom.within.0));
+            if let Some(p) = &sc.symptom.pod {
+                println!("          pod {}", faultlab::wait::gate_text(p));
+            }
+            for e in &sc.symptom.events {
+                println!("          event {} /{}/", e.reason, e.message);
+            }
+            println!("fix:");
+            for (i, f) in sc.fix.iter().enumerate() {
+                println!("  {}. {} — {}", i + 1, f.step, f.doc.trim());
+            }
+            if let Some(p) = &sc.recovery.pod {
+                println!("recovery: within {}: pod {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::gate_text(p));
+            }
+        }
+        Command::Schema => print!("{}", scenario::json_schema()),
+        Command::Plan { target, provider } => {
+            let choice = choose(&provider, false)?;
+            for s in targets(&dir, &target)? {
+                println!("{}", suite::plan(&s, &choice).await?);
+            }
+        }
+        Command::Run { target, provider, keep, allow_existing, output, junit } => {
+            let choice = choose(&provider, keep)?;
+            let scenarios = targets(&dir, &target)?;
+            let started = Instant::now();
+            let mut reports: Vec<ScenarioReport> = Vec::new();
+            for s in &scenarios {
+                let rec = Recorder::default();
+                let ticker = progress(rec.clone(), s.name().to_string());
+                let report = suite::run(s, &choice, allow_existing.as_deref(), rec).await;
+                ticker.abort();
+                if output == Output::Text {
+                    println!("{}", report.line());
+                }
+                reports.push(report);
+            }
+            let suite = SuiteReport { wall_seconds: started.elapsed().as_secs_f64(), scenarios: reports };
+            if output == Output::Json {
+                println!("{}", suite.json());
+            } else {
+                println!("suite: {:.1}s wall", suite.wall_seconds);
+            }
+            if let Some(path) = junit {
+                std::fs::write(&path, suite.junit()).with_context(|| format!("writing {}", path.display()))?;
+            }
+            if !suite.passed() {
+                std::process::exit(1);
+            }
+        }
+        Command::Cleanup { force, older_than } => {
+            let mut out = faultlab::cleanup::Cleaned::default();
+            faultlab::cleanup::journals(force, &mut out).await;
+            faultlab::cleanup::clusters(older_than, &mut out).await;
+            for j in &out.journals_replayed {
+                println!("undone: {j}");
+            }
+            for j in &out.journals_skipped {
+                println!("skipped: {j}");
+            }
+            for c in &out.clusters_deleted {
+                println!("deleted kind cluster: {c}");
+            }
+            if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.errors.is_empty() {
+                println!("nothing to clean up");
+            }
+            if !out.errors.is_empty() {
+                for e in &out.errors {
+                    eprintln!("error: {e}");
+                }
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}

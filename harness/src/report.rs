@@ -31,6 +31,9 @@ pub struct ScenarioReport {
     pub failed_phase: Option<Phase>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Seconds the provider took to create or connect to the cluster (kind creation is not a phase).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_seconds: Option<f64>,
     /// Seconds per phase.
     pub timings: Timings,
     pub events: Vec<Normalised>,
@@ -52,6 +55,7 @@ impl ScenarioReport {
             status: Status::Ignored,
             failed_phase: None,
             error: Some(reason.into()),
+            cluster_seconds: None,
             timings: Timings::default(),
             events: vec![],
             snapshot: SnapshotResult::Skipped(reason.into()),

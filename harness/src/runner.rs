@@ -281,7 +281,7 @@ impl Run {
         match &self.client {
             Some(c) => wait::pods(c, &self.namespace, selector, gate, within).await.map(drop),
             None => {
-                self.rec().push(Channel::Wait, format!("pod -l {selector} {} (within {})", wait::gate_text(gate), crate::duration::format(within)));
+                self.rec().push(Channel::Wait, format!("pod -l {selector} {} (within {})", wait::gate_text(gate), crate::duration::format(Duration::from_secs(within.as_secs_f64().round() as u64))));
                 Ok(())
             }
         }

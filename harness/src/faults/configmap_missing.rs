@@ -70,7 +70,7 @@ impl Fault for ConfigmapMissing {
                 });
                 // Creating a ConfigMap that exists already succeeds: the step is idempotent.
                 ctx.kube
-                    .create(Some(&ctx.namespace), &cm, &format!("ConfigMap {}", self.config_map))
+                    .create(Some(&ctx.namespace), &cm, &self.config_map)
                     .await
                     .map_err(Ctx::api_err(step))
             }

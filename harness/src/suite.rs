@@ -1,0 +1,211 @@
+//! Running scenarios on a provider: what the CLI and the test suite share.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::journal;
+use crate::node::NodeProfile;
+use crate::provider::existing::Existing;
+use crate::provider::kind::{Arch, Kind};
+use crate::provider::{check_safety, Provider};
+use crate::record::{Phase, Recorder};
+use crate::report::{ScenarioReport, Status};
+use crate::runner::{self, Run};
+use crate::scenario::Loaded;
+use crate::snapshot::{self, SnapshotResult};
+
+/// Which provider to use.
+#[derive(Clone, Debug)]
+pub enum ProviderChoice {
+    Kind { arch: Arch, keep: bool },
+    Existing { description: PathBuf },
+}
+
+impl ProviderChoice {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderChoice::Kind { .. } => "kind",
+            ProviderChoice::Existing { .. } => "existing",
+        }
+    }
+}
+
+/// Find a cluster to run on: the test bed's description if present, else kind with Docker. The error
+/// says why there is none (the test suite reports it as the reason a scenario is ignored).
+pub fn detect() -> Result<ProviderChoice, String> {
+    let bed = crate::testbed::path();
+    if bed.is_file() {
+        return Ok(ProviderChoice::Existing { description: bed });
+    }
+    let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
+    if on_path("kind") && on_path("docker") {
+        let docker_up = std::process::Command::new("docker").arg("info").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success());
+        if docker_up {
+            if let Some(arch) = Arch::host() {
+                return Ok(ProviderChoice::Kind { arch, keep: false });
+            }
+        }
+        return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer", bed.display()));
+    }
+    Err(format!("no cluster: no test-bed description at {} (run ci/testbed/up) and no kind + Docker on PATH", bed.display()))
+}
+
+fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool) -> Kind {
+    let name = Kind::new_name(scenario.name());
+    Kind {
+        workdir: journal::state_dir().join("kind").join(&name),
+        name,
+        arch,
+        configs_dir: crate::scenario::workspace_root().join("kind-configs"),
+        keep,
+        needs: scenario.scenario.fault.fault().kind_needs(),
+    }
+}
+
+/// The node the scenario acts on: the first node (single-node clusters), found by the provider.
+fn pick_node(nodes: &[NodeProfile]) -> Option<NodeProfile> {
+    nodes.first().cloned()
+}
+
+/// Print what a run would do, without doing it.
+pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, crate::provider::ProviderError> {
+    let rec = Recorder::default();
+    rec.set_phase(Phase::Setup);
+    let (node, teardown): (NodeProfile, Option<(Kind, crate::provider::Cluster)>) = match choice {
+        ProviderChoice::Kind { arch, keep } => {
+            let kind = kind_provider(scenario, *arch, *keep);
+            let cluster = kind.create(&rec, true).await?;
+            let node = pick_node(&cluster.nodes).expect("a dry kind create names its node");
+            (node, Some((kind, cluster)))
+        }
+        ProviderChoice::Existing { description } => {
+            let node = if description.is_file() {
+                let existing = Existing { description: description.clone() };
+                let cluster = existing.create(&rec, true).await?;
+                pick_node(&cluster.nodes).unwrap_or_else(crate::testbed::placeholder_profile)
+            } else {
+                rec.push(crate::record::Channel::Note, format!("no description at {}: showing the test bed's layout", description.display()));
+                crate::testbed::placeholder_profile()
+            };
+            (node, None)
+        }
+    };
+    let mut run = Run::plan(scenario.clone(), node, rec.clone());
+    run.body().await.map_err(|e| crate::provider::ProviderError::NotConfigured { reason: e.to_string() })?;
+    run.teardown().await;
+    if let Some((kind, cluster)) = teardown {
+        kind.export_logs(&cluster, &kind.workdir.join("logs"), &rec, true).await?;
+        kind.delete(&cluster, &rec, true).await?;
+    }
+    Ok(format!("## {} ({})\n{}", scenario.name(), choice.name(), rec.render()))
+}
+
+/// Run one scenario end to end and report it. `allow_existing` names a context the user allows.
+pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> ScenarioReport {
+    let mut report = ScenarioReport::ignored(scenario.name(), "");
+    report.provider = choice.name().into();
+    report.status = Status::Failed;
+    report.error = None;
+    let fail = |mut r: ScenarioReport, phase: Phase, e: String| {
+        r.status = Status::Failed;
+        r.failed_phase = Some(phase);
+        r.error = Some(e);
+        r.snapshot = SnapshotResult::Skipped("the run failed".into());
+        r
+    };
+    let provider_started = Instant::now();
+    let (provider, kind): (Box<dyn Provider>, bool) = match choice {
+        ProviderChoice::Kind { arch, keep } => (Box::new(kind_provider(scenario, *arch, *keep)), true),
+        ProviderChoice::Existing { description } => (Box::new(Existing { description: description.clone() }), false),
+    };
+    let cluster = match provider.create(&rec, false).await {
+        Ok(c) => c,
+        Err(e) => return fail(report, Phase::Setup, e.to_string()),
+    };
+    report.platform = cluster.platform.clone();
+    report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
+    let finish_provider = |report: ScenarioReport| async {
+        let mut report = report;
+        if kind {
+            if report.status == Status::Failed {
+                let dir = crate::journal::state_dir().join("logs").join(&report.namespace);
+                if let Err(e) = provider.export_logs(&cluster, &dir, &rec, false).await {
+                    report.teardown_errors.push(e.to_string());
+                }
+            }
+            if let Err(e) = provider.delete(&cluster, &rec, false).await {
+                report.teardown_errors.push(e.to_string());
+            }
+        }
+        report.record = rec.entries();
+        report
+    };
+    if let Err(e) = check_safety(&cluster, allow_existing) {
+        let r = fail(report, Phase::Setup, e.to_string());
+        return finish_provider(r).await;
+    }
+    let client = match crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await {
+        Ok(c) => c,
+        Err(e) => {
+            let r = fail(report, Phase::Setup, e.to_string());
+            return finish_provider(r).await;
+        }
+    };
+    let Some(node) = pick_node(&cluster.nodes) else {
+        let r = fail(report, Phase::Setup, format!("cluster of context {} lists no node", cluster.context));
+        return finish_provider(r).await;
+    };
+    report.node = node.name.clone();
+    let run = match Run::new(scenario.clone(), &cluster, node, client, &journal::journal_dir(), rec.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            let r = fail(report, Phase::Setup, e.to_string());
+            return finish_provider(r).await;
+        }
+    };
+    report.namespace = run.namespace.clone();
+    let (run, outcome) = runner::execute(run).await;
+    report.timings = run.timings.clone();
+    report.events = run.normalised_events();
+    report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
+    match outcome.result {
+        Ok(()) => {
+            report.snapshot = snapshot::check(&report.platform, scenario.name(), &report.events);
+            report.status = match (&report.snapshot, report.teardown_errors.is_empty()) {
+                (SnapshotResult::Matched, true) => Status::Passed,
+                (SnapshotResult::Mismatched(d), _) => {
+                    report.failed_phase = Some(Phase::Recovery);
+                    report.error = Some(format!("events differ from the snapshot: {d}"));
+                    Status::Failed
+                }
+                _ => {
+                    report.failed_phase = Some(Phase::Teardown);
+                    report.error = Some("teardown left something behind; run `faultlab cleanup`".into());
+                    Status::Failed
+                }
+            };
+        }
+        Err(e) => {
+            report = fail(report, outcome.phase, e.to_string());
+        }
+    }
+    finish_provider(report).await
+}
+
+/// What a scenario may touch on a node, as text: images, routes, the inotify budget, kubelet's extra
+/// flags and CPU manager state. Equal before and after a run means the node was restored.
+pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
+    let access = node.access().expect("validated");
+    let ctr = crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv);
+    let flags = node.kubelet.extra_flags_file.clone().unwrap_or_else(|| "/nonexistent".into());
+    let script = format!(
+        "echo '# images'; {ctr} | sort; echo '# routes'; ip route; echo '# fs.inotify.max_user_instances'; \
+         cat /proc/sys/fs/inotify/max_user_instances; echo '# kubelet extra flags'; cat {flags} 2>/dev/null; \
+         echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo",
+        flags = shell_words::quote(&flags),
+        state = shell_words::quote(&node.cpu_manager_state().display().to_string()),
+    );
+    let cmd = crate::cmd::Cmd::shell(script);
+    let out = crate::cmd::run_host(&access.wrap(&cmd), None, crate::node::NodeAccess::host_timeout(&cmd), false).await?;
+    Ok(out.stdout)
+}

@@ -1,0 +1,115 @@
+//! Every scenario, end to end, against a real cluster.
+//!
+//! `cargo test --test scenarios -- --scenario pause-missing`, `SCENARIO=pause-missing cargo test --test
+//! scenarios`, `cargo scenario pause-missing`, or a plain name filter. The cluster is the test bed (its
+//! description file) or kind with Docker; with neither, every scenario is reported ignored, and the
+//! reason is printed. Scenarios run one at a time: they share a cluster. On a cluster faultlab did not
+//! create, the node's state is compared before and after each run.
+
+use std::process::ExitCode;
+
+use faultlab::provider::kind::Arch;
+use faultlab::record::Recorder;
+use faultlab::report::Status;
+use faultlab::scenario;
+use faultlab::suite::{self, ProviderChoice};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// Take `--scenario NAME` / `--scenario=NAME` out of the arguments libtest-mimic sees.
+fn split_args() -> (Option<String>, Vec<String>) {
+    let mut wanted = std::env::var("SCENARIO").ok().filter(|s| !s.is_empty());
+    let mut rest = Vec::new();
+    let mut args = std::env::args();
+    while let Some(a) = args.next() {
+        if a == "--scenario" {
+            wanted = args.next();
+        } else if let Some(v) = a.strip_prefix("--scenario=") {
+            wanted = Some(v.to_string());
+        } else {
+            rest.push(a);
+        }
+    }
+    (wanted, rest)
+}
+
+fn main() -> ExitCode {
+    let (wanted, rest) = split_args();
+    let mut args = Arguments::from_iter(rest);
+    // One at a time: scenarios share a cluster and its node.
+    args.test_threads = Some(1);
+    let dir = scenario::default_dir();
+    let all = match scenario::load_all(&dir) {
+        Ok(all) => all,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(name) = &wanted {
+        if !all.contains_key(name) {
+            eprintln!("error: no scenario named {name:?}; known: {}", all.keys().cloned().collect::<Vec<_>>().join(", "));
+            return ExitCode::FAILURE;
+        }
+        args.filter = Some(name.clone());
+        args.exact = true;
+    }
+    let choice = match std::env::var("FAULTLAB_PROVIDER").as_deref() {
+        Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false }).ok_or_else(|| "no kind node image for this architecture".to_string()),
+        _ => suite::detect(),
+    };
+    if let Err(reason) = &choice {
+        eprintln!("scenarios ignored: {reason}");
+    }
+    let report_dir = std::env::var_os("FAULTLAB_REPORT_DIR").map(std::path::PathBuf::from);
+    let trials = all
+        .into_values()
+        .map(|loaded| {
+            let name = loaded.name().to_string();
+            let choice = choice.clone();
+            let report_dir = report_dir.clone();
+            let ignored = choice.is_err();
+            let trial = Trial::test(name, move || run_one(loaded, choice, report_dir));
+            if ignored {
+                trial.with_kind("no cluster").with_ignored_flag(true)
+            } else {
+                trial
+            }
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>) -> Result<(), Failed> {
+    let choice = choice.map_err(|reason| Failed::from(format!("no cluster to run on: {reason}")))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let node = match &choice {
+            ProviderChoice::Existing { description } => {
+                let bed = faultlab::testbed::TestBed::read(description).map_err(|e| e.to_string())?;
+                bed.nodes.into_iter().next()
+            }
+            ProviderChoice::Kind { .. } => None,
+        };
+        let before = match &node {
+            Some(n) => Some(suite::node_state(n).await.map_err(|e| format!("reading the node's state before the run: {e}"))?),
+            None => None,
+        };
+        let report = suite::run(&loaded, &choice, None, Recorder::default()).await;
+        eprintln!("{}", report.line());
+        if let Some(dir) = &report_dir {
+            let _ = std::fs::create_dir_all(dir);
+            let suite = faultlab::report::SuiteReport { wall_seconds: 0.0, scenarios: vec![report.clone()] };
+            let _ = std::fs::write(dir.join(format!("{}.json", report.scenario)), suite.json());
+        }
+        if report.status != Status::Passed {
+            return Err(Failed::from(report.line()));
+        }
+        if let (Some(n), Some(before)) = (&node, before) {
+            let after = suite::node_state(n).await.map_err(|e| format!("reading the node's state after the run: {e}"))?;
+            if after != before {
+                return Err(Failed::from(format!("the node was not restored.\n--- before\n{before}\n--- after\n{after}")));
+            }
+        }
+        Ok(())
+    })
+}
