@@ -69,7 +69,7 @@ impl Fault for PauseMissing {
         );
         crate::provider::kind::KindNeeds {
             containerd_config_patches: vec![format!(
-                "[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{tag}\"\n"
+                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{tag}\"\n"
             )],
             node_bootstrap: vec![Cmd::shell(script).timeout(std::time::Duration::from_secs(180))],
             sandbox_image: Some(tag.to_string()),

@@ -293,7 +293,7 @@ impl Provider for Kind {
         }
         let mut cluster = cluster;
         let version = self.kubernetes_version()?;
-        cluster.platform = format!("kind-{}-{}", version, self.arch.as_str());
+        cluster.platform = format!("kind-{version}-containerd-1.7-{}", self.arch.as_str());
         cluster.nodes = self.nodes(&cluster, rec, dry_run).await?;
         Ok(cluster)
     }

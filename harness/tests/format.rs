@@ -1,0 +1,67 @@
+//! The scenario format: valid and invalid fixtures, every shipped scenario, and the checked-in schema.
+
+use std::path::{Path, PathBuf};
+
+use faultlab::scenario;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios")
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "yaml")).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn valid_fixtures_load() {
+    for path in yaml_files(&fixtures().join("valid")) {
+        let loaded = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let texts = loaded.manifest_texts().unwrap();
+        assert!(texts[0].contains("${images.busybox}"), "manifest read relative to the scenario file");
+    }
+}
+
+#[test]
+fn invalid_fixtures_fail_with_file_line_and_field() {
+    let files = yaml_files(&fixtures().join("invalid"));
+    assert!(files.len() >= 8, "the invalid fixtures are all here");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expect = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).unwrap_or_else(|| panic!("{} lacks `# expect:`", path.display()));
+        let err = scenario::load(&path).expect_err(&format!("{} should not load", path.display())).to_string();
+        assert!(err.contains(expect), "{}:\n  expected: {expect}\n  got:      {err}", path.display());
+    }
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let all = scenario::load_all(&scenario::default_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(all.contains_key("pause-missing") && all.contains_key("configmap-missing"), "{:?}", all.keys());
+    for (name, s) in all {
+        assert!(!s.scenario.hints.is_empty(), "{name} has hints for trainees");
+        assert!(!s.manifest_texts().unwrap().is_empty(), "{name} has a workload");
+    }
+}
+
+#[test]
+fn checked_in_schema_is_current() {
+    let path = scenario::default_dir().join("schema.json");
+    let stored = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        stored == scenario::json_schema(),
+        "{} is stale: regenerate it with `cargo run -q -- schema > scenarios/schema.json`",
+        path.display()
+    );
+}
+
+#[test]
+fn testbed_description_fixtures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed");
+    faultlab::testbed::TestBed::read(&dir.join("valid.yaml")).unwrap();
+    let err = faultlab::testbed::TestBed::read(&dir.join("invalid-no-access.yaml")).unwrap_err().to_string();
+    assert!(err.ends_with("invalid-no-access.yaml: nodes[0]: a node needs `netns` or `container` so commands can reach it"), "{err}");
+    let err = faultlab::testbed::TestBed::read(&dir.join("missing.yaml")).unwrap_err().to_string();
+    assert!(err.starts_with("cannot read ") && err.contains("missing.yaml"), "{err}");
+}
