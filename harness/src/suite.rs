@@ -199,7 +199,7 @@ pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdErr
     let ctr = crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv);
     let flags = node.kubelet.extra_flags_file.clone().unwrap_or_else(|| "/nonexistent".into());
     let script = format!(
-        "echo '# images'; {ctr} | sort; echo '# routes'; ip route; echo '# fs.inotify.max_user_instances'; \
+        "echo '# images'; {ctr} | sort; echo '# routes'; ip route | sed 's/ linkdown//'; echo '# fs.inotify.max_user_instances'; \
          cat /proc/sys/fs/inotify/max_user_instances; echo '# kubelet extra flags'; cat {flags} 2>/dev/null; \
          echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo",
         flags = shell_words::quote(&flags),
