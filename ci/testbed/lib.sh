@@ -397,10 +397,11 @@ fl_start() {
   logf=$(fl_log_file "$comp")
   mkdir -p "$FL_LOG" "$FL_PIDS"
   printf '==== %s starting %s: %s\n' "$(date -u +%FT%TZ)" "$comp" "$*" >>"$logf"
+  # The daemons must not inherit the lock descriptors (8: up/down, 9: build).
   if [ "$ns" = - ]; then
-    nohup setsid "$@" >>"$logf" 2>&1 </dev/null &
+    nohup setsid "$@" >>"$logf" 2>&1 </dev/null 8>&- 9>&- &
   else
-    nohup setsid nsenter --net="/run/netns/$ns" -- "$@" >>"$logf" 2>&1 </dev/null &
+    nohup setsid nsenter --net="/run/netns/$ns" -- "$@" >>"$logf" 2>&1 </dev/null 8>&- 9>&- &
   fi
   pid=$!
   printf '%s\n' "$pid" >"$(fl_pid_file "$comp")"
@@ -540,6 +541,23 @@ fl_make_pki() {
   fl_cert scheduler "/CN=system:kube-scheduler"
   fl_cert node "/O=system:nodes/CN=system:node:$FL_NODE"
   fl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  # Front-proxy (request header) CA, so the controllers' delegated authentication finds one.
+  if [ ! -s "$FL_PKI/front-proxy-ca.crt" ]; then
+    openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/front-proxy-ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$FL_PKI/front-proxy-ca.key" -subj "/CN=faultlab-front-proxy-ca" -days 3650 -sha256 \
+      -addext 'basicConstraints=critical,CA:TRUE' -addext 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature' \
+      -out "$FL_PKI/front-proxy-ca.crt" 2>/dev/null
+  fi
+  if [ ! -s "$FL_PKI/front-proxy-client.crt" ]; then
+    local ext
+    ext=$(mktemp)
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$ext"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/front-proxy-client.key" 2>/dev/null
+    openssl req -new -key "$FL_PKI/front-proxy-client.key" -subj /CN=front-proxy-client 2>/dev/null |
+      openssl x509 -req -CA "$FL_PKI/front-proxy-ca.crt" -CAkey "$FL_PKI/front-proxy-ca.key" -CAcreateserial \
+        -days 3650 -sha256 -extfile "$ext" -out "$FL_PKI/front-proxy-client.crt" 2>/dev/null
+    rm -f "$ext"
+  fi
   if [ ! -s "$FL_PKI/sa.key" ]; then
     openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/sa.key" 2>/dev/null
     openssl ec -in "$FL_PKI/sa.key" -pubout -out "$FL_PKI/sa.pub" 2>/dev/null
@@ -819,6 +837,10 @@ fl_start_apiserver() {
     --kubelet-client-certificate="$FL_PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$FL_PKI/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP \
+    --requestheader-client-ca-file="$FL_PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$FL_PKI/front-proxy-client.crt" --proxy-client-key-file="$FL_PKI/front-proxy-client.key" \
     --allow-privileged=true --profiling=false --event-ttl=1h
   fl_wait_comp kube-apiserver 120 fl_health_apiserver
 }
