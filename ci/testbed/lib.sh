@@ -65,8 +65,10 @@ FL_KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.pan
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
 # Directories at fixed host paths that Kubernetes 1.20 / containerd 1.6 write to whatever we
-# configure. up records which of them it created; down removes exactly those.
-FL_FIXED_HOST_DIRS=(/var/log/pods /var/log/containers /var/lib/cni /run/containerd)
+# configure: pod logs (kubelet), device-plugin socket dir (kubelet, hard-coded), CNI result cache
+# (containerd's go-cni), shim sockets /run/containerd/s (containerd 1.6, hard-coded).
+# up records which of them it created; down removes exactly those.
+FL_FIXED_HOST_DIRS=(/var/log/pods /var/log/containers /var/lib/kubelet /var/lib/cni /run/containerd)
 
 # ------------------------------------------------------------------- log ----
 fl_ts() { date +%H:%M:%S; }
@@ -430,13 +432,18 @@ fl_stop() {
   log "stopped $comp (pid $pid)"
 }
 
-fl_log_tail() { # <component> [lines]
-  local f
+# The tail of a component's log; with a second argument "errors", first the error and fatal
+# lines (klog E/F, containerd/etcd level=error) of its last start, which a goroutine dump hides.
+fl_log_tail() { # <component> [lines] [errors]
+  local f n=${2:-40}
   f=$(fl_log_file "$1")
-  if [ -f "$f" ]; then
-    printf -- '---- last %s lines of %s ----\n' "${2:-40}" "$f" >&2
-    tail -n "${2:-40}" "$f" >&2
+  [ -f "$f" ] || return 0
+  if [ "${3:-}" = errors ]; then
+    printf -- '---- errors of the last start of %s (%s) ----\n' "$1" "$f" >&2
+    awk '/^==== /{n=0} /^[EF][0-9]{4} |level=(error|fatal)|"level":"(error|fatal)"/{a[n++]=$0} END{s=(n>15?n-15:0); for(i=s;i<n;i++) print a[i]}' "$f" >&2
   fi
+  printf -- '---- last %s lines of %s ----\n' "$n" "$f" >&2
+  tail -n "$n" "$f" >&2
 }
 
 # fl_wait <seconds> <description> <command...>: poll until the command succeeds.
@@ -462,12 +469,12 @@ fl_wait_comp() {
   until "$@" >/dev/null 2>&1; do
     if ! fl_comp_alive "$comp"; then
       log "$comp exited while starting"
-      fl_log_tail "$comp" 40
+      fl_log_tail "$comp" 20 errors
       return 1
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       log "$comp did not become healthy within ${secs}s"
-      fl_log_tail "$comp" 40
+      fl_log_tail "$comp" 20 errors
       return 1
     fi
     sleep 0.5
@@ -628,6 +635,9 @@ fl_setup_netns() {
   if ! fl_in_node ip route show default | grep -q "via $FL_HOST_IP"; then
     fl_in_node ip route replace default via "$FL_HOST_IP" dev "$FL_VETH_NODE"
   fi
+  # Cloud metadata probes (cAdvisor's GCE check, the in-tree AWS credential provider) would wait
+  # for time-outs on every kubelet start (about 11 s); fail them at once instead.
+  fl_in_node ip route replace unreachable 169.254.169.254/32
   # Forwarding for pods is a per-namespace setting: node namespace only.
   fl_in_node sysctl -qw net.ipv4.ip_forward=1
 }
