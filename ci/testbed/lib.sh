@@ -390,6 +390,16 @@ fl_comp_pid() {
 
 fl_comp_alive() { [ -n "$(fl_comp_pid "$1")" ]; }
 
+# Close every file descriptor above 2 of the current (sub)shell.
+fl_close_fds() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] 2>/dev/null || continue
+    eval "exec $fd>&-" 2>/dev/null || true
+  done
+}
+
 # fl_start <component> <netns|-> <argv...>: start in the background in its own session,
 # log to /var/log/faultlab/testbed/<component>.log, record the PID.
 fl_start() {
@@ -399,12 +409,14 @@ fl_start() {
   logf=$(fl_log_file "$comp")
   mkdir -p "$FL_LOG" "$FL_PIDS"
   printf '==== %s starting %s: %s\n' "$(date -u +%FT%TZ)" "$comp" "$*" >>"$logf"
-  # The daemons must not inherit the lock descriptors (8: up/down, 9: build).
-  if [ "$ns" = - ]; then
-    nohup setsid "$@" >>"$logf" 2>&1 </dev/null 8>&- 9>&- &
-  else
-    nohup setsid nsenter --net="/run/netns/$ns" -- "$@" >>"$logf" 2>&1 </dev/null 8>&- 9>&- &
-  fi
+  local -a pre=()
+  [ "$ns" = - ] || pre=(nsenter --net="/run/netns/$ns" --)
+  # The daemon must not inherit any descriptor beyond stdio: a lock held by whoever called us
+  # (our own up/down and build locks, or a caller's flock) would otherwise be held by the daemon.
+  (
+    fl_close_fds
+    exec nohup setsid "${pre[@]}" "$@" >>"$logf" 2>&1 </dev/null
+  ) &
   pid=$!
   printf '%s\n' "$pid" >"$(fl_pid_file "$comp")"
   log "started $comp (pid $pid, log $logf)"
