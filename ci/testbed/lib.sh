@@ -1054,7 +1054,7 @@ fl_pod_netns_paths() {
   local f n
   for f in "$FL_CTRD_STATE"/io.containerd.runtime.v2.task/k8s.io/*/config.json; do
     [ -f "$f" ] || continue
-    grep -o '"path":"/[^"]*netns/cni-[^"]*"' "$f" 2>/dev/null | sed -e 's/^"path":"//' -e 's/"$//'
+    { grep -o '"path":"/[^"]*netns/cni-[^"]*"' "$f" 2>/dev/null || true; } | sed -e 's/^"path":"//' -e 's/"$//'
   done
   for n in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'); do
     if ip -n "$n" -o -4 addr show 2>/dev/null | grep -q " ${FL_POD_CIDR%.*}\."; then
