@@ -408,6 +408,10 @@ fl_start() {
   local logf pid
   logf=$(fl_log_file "$comp")
   mkdir -p "$FL_LOG" "$FL_PIDS"
+  # Logs are appended across starts; keep one older generation once a log passes 50 MiB.
+  if [ -f "$logf" ] && [ "$(stat -c %s "$logf")" -gt $((50 * 1024 * 1024)) ]; then
+    mv -f "$logf" "$logf.1"
+  fi
   printf '==== %s starting %s: %s\n' "$(date -u +%FT%TZ)" "$comp" "$*" >>"$logf"
   local -a pre=()
   [ "$ns" = - ] || pre=(nsenter --net="/run/netns/$ns" --)
