@@ -98,7 +98,7 @@ impl EventLog {
                 while let Some(item) = stream.next().await {
                     let event = match item {
                         Ok(watcher::Event::InitApply(e)) if initial => {
-                            baseline.insert(e.metadata.uid.clone().unwrap_or_default(), e.count.unwrap_or(1));
+                            baseline.insert(e.metadata.uid.clone().unwrap_or_default(), occurrences(&e));
                             continue;
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -114,7 +114,7 @@ impl EventLog {
                         }
                     };
                     let uid = event.metadata.uid.clone().unwrap_or_default();
-                    let count = event.count.unwrap_or(1);
+                    let count = occurrences(&event);
                     if baseline.get(&uid).is_some_and(|c| *c >= count) {
                         continue;
                     }
@@ -171,6 +171,14 @@ impl EventLog {
             }
         }
     }
+}
+
+/// How often an event has occurred. Events written through core/v1 count in `count`; those written
+/// through events.k8s.io/v1 (the scheduler's, from 1.19 on) keep `count` unset and count repeats in
+/// `series.count`, so a repeat shows only there.
+pub fn occurrences(event: &Event) -> i32 {
+    let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(0);
+    event.count.unwrap_or(1).max(series)
 }
 
 fn missing(gates: &[(EventGate, Regex)], seen: &[Seen]) -> Vec<String> {
@@ -332,6 +340,16 @@ mod tests {
         assert_eq!(na[1].reason, "FailedMount");
         assert!(na[1].message.starts_with("MountVolume.SetUp failed"), "the first message stands");
         assert_eq!(na[2].message, "Successfully assigned <namespace>/web-<hash>-<id> to <node>");
+    }
+
+    #[test]
+    fn repeats_count_in_count_or_in_series() {
+        let core: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}, "involvedObject": {}, "count": 3})).unwrap();
+        assert_eq!(occurrences(&core), 3);
+        let first: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "b"}, "involvedObject": {}})).unwrap();
+        assert_eq!(occurrences(&first), 1);
+        let series: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "involvedObject": {}, "series": {"count": 4, "lastObservedTime": "2026-11-22T01:06:08.000000Z"}})).unwrap();
+        assert_eq!(occurrences(&series), 4, "a repeat written through events.k8s.io/v1 counts");
     }
 
     #[tokio::test]

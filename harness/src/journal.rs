@@ -70,6 +70,33 @@ pub enum Undo {
         namespace: Option<String>,
         name: String,
     },
+    /// Create an API object again (one the run deleted, such as a cluster's StorageClass). The object is
+    /// kept whole (apiVersion, kind, metadata.name, spec); AlreadyExists counts as done.
+    CreateObject {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        object: serde_json::Value,
+    },
+}
+
+impl Undo {
+    /// `POST <path> (<Kind> <name>)`: the object an API undo acts on, for records and plans.
+    pub fn describe_object(&self) -> Option<String> {
+        match self {
+            Undo::DeleteObject { api_version, kind, namespace, name } => Some(format!(
+                "DELETE {}",
+                crate::kube_ops::path(&crate::kube_ops::resource(api_version, kind), namespace.as_deref(), Some(name))
+            )),
+            Undo::CreateObject { namespace, object } => {
+                let field = |f: &str| object.get(f).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                let kind = field("kind");
+                let name = object.get("metadata").and_then(|m| m.get("name")).and_then(|v| v.as_str()).unwrap_or_default();
+                let ar = crate::kube_ops::resource(&field("apiVersion"), &kind);
+                Some(format!("POST {} ({kind} {name})", crate::kube_ops::path(&ar, namespace.as_deref(), None)))
+            }
+            Undo::Node { .. } | Undo::Host { .. } => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,15 +250,14 @@ impl Journal {
                     executor.run(&argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into())
                 }
                 Undo::Host { cmd } => executor.run(&cmd.argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into()),
-                Undo::DeleteObject { api_version, kind, namespace, name } => {
+                Undo::DeleteObject { .. } | Undo::CreateObject { .. } => {
                     if client.is_none() {
                         client = Some(crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await.ok());
                     }
                     match client.as_ref().and_then(|c| c.clone()) {
                         Some(c) => {
                             let kube = crate::kube_ops::Kube::new(c, crate::record::Recorder::default());
-                            let ar = crate::kube_ops::resource(api_version, kind);
-                            kube.delete_dynamic(&ar, namespace.as_deref(), name).await.map_err(|e| e.into())
+                            api_undo(&kube, &entry.undo).await
                         }
                         None => Err(format!("cluster of context {:?} unreachable", cluster.context).into()),
                     }
@@ -253,6 +279,20 @@ impl Journal {
             }
         }
         errors
+    }
+}
+
+/// Carry out an API undo (delete or re-create an object) with `kube`.
+async fn api_undo(kube: &crate::kube_ops::Kube, undo: &Undo) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    match undo {
+        Undo::DeleteObject { api_version, kind, namespace, name } => {
+            let ar = crate::kube_ops::resource(api_version, kind);
+            kube.delete_dynamic(&ar, namespace.as_deref(), name).await.map_err(|e| e.into())
+        }
+        Undo::CreateObject { namespace, object } => {
+            kube.create_object(namespace.as_deref(), object.clone()).await.map(|_| ()).map_err(|e| e.into())
+        }
+        Undo::Node { .. } | Undo::Host { .. } => Ok(()),
     }
 }
 
@@ -285,6 +325,21 @@ mod tests {
         assert!(reopened.replay(fake.as_ref()).await.is_empty());
         assert_eq!(fake.lines(), vec!["echo 2", "ip netns exec n timeout -k 5 60 echo 1"]);
         assert!(!dir.path().join("run1.json").exists());
+    }
+
+    #[tokio::test]
+    async fn recreating_an_object_is_journalled_as_data_and_planned_as_a_post() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::create(dir.path(), "run3", "demo", ClusterRef::default()).unwrap();
+        let sc = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"}, "provisioner": "rancher.io/local-path"});
+        j.record("re-create StorageClass standard", Undo::CreateObject { namespace: None, object: sc.clone() }).unwrap();
+        let back = Journal::open(&dir.path().join("run3.json")).unwrap().snapshot();
+        assert_eq!(back.entries[0].undo, Undo::CreateObject { namespace: None, object: sc });
+        assert_eq!(back.entries[0].undo.describe_object().unwrap(), "POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)");
+        // A dry API records the call and succeeds.
+        let rec = crate::record::Recorder::default();
+        api_undo(&crate::kube_ops::Kube::dry(rec.clone()), &back.entries[0].undo).await.unwrap();
+        assert_eq!(rec.entries().last().unwrap().line, "POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)");
     }
 
     #[tokio::test]

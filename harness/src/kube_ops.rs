@@ -112,6 +112,17 @@ impl Kube {
         Ok(created)
     }
 
+    /// Create one object given whole (apiVersion, kind, metadata.name), in `namespace` if its kind is
+    /// namespaced; AlreadyExists is success. Returns its kind and name.
+    pub async fn create_object(&self, namespace: Option<&str>, object: serde_json::Value) -> Result<(String, String), KubeError> {
+        let (api_version, kind, name) = identity(&object).ok_or(KubeError::ManifestShape { index: 0 })?;
+        let ar = resource(&api_version, &kind);
+        let ns = if CLUSTER_SCOPED.contains(&kind.as_str()) { None } else { namespace };
+        let obj: DynamicObject = serde_json::from_value(object).map_err(|e| KubeError::ManifestYaml { message: e.to_string() })?;
+        self.create_dynamic(&ar, ns, &obj, &name).await?;
+        Ok((kind, name))
+    }
+
     async fn create_dynamic(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject, name: &str) -> Result<(), KubeError> {
         self.note(format!("POST {} ({} {name})", path(ar, ns, None), ar.kind));
         let Some(client) = &self.client else { return Ok(()) };

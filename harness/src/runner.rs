@@ -302,16 +302,14 @@ impl Run {
         let journal = self.ctx.journal.snapshot();
         for entry in journal.entries.iter().rev().filter(|e| !e.done) {
             let line = match &entry.undo {
-                Undo::Node { access, cmd } => format!("{}", crate::cmd::shell_join(&access.wrap(cmd))),
+                Undo::Node { access, cmd } => crate::cmd::shell_join(&access.wrap(cmd)),
                 Undo::Host { cmd } => cmd.shell_line(),
-                Undo::DeleteObject { api_version, kind, namespace, name } => {
-                    format!("DELETE {}", crate::kube_ops::path(&crate::kube_ops::resource(api_version, kind), namespace.as_deref(), Some(name)))
-                }
+                api => api.describe_object().unwrap_or_default(),
             };
             let channel = match entry.undo {
                 Undo::Node { .. } => Channel::Node,
                 Undo::Host { .. } => Channel::Host,
-                Undo::DeleteObject { .. } => Channel::Api,
+                Undo::DeleteObject { .. } | Undo::CreateObject { .. } => Channel::Api,
             };
             self.rec().push(channel, line);
         }

@@ -20,6 +20,7 @@ use crate::vars::Vars;
 
 pub mod configmap_missing;
 pub mod pause_missing;
+pub mod storageclass_missing;
 
 #[derive(Debug, Error)]
 pub enum FaultError {
@@ -87,6 +88,14 @@ impl Ctx {
     pub fn undo_by_deleting(&self, api_version: &str, kind: &str, name: &str) -> Result<(), FaultError> {
         let undo = Undo::DeleteObject { api_version: api_version.into(), kind: kind.into(), namespace: None, name: name.into() };
         self.journal.record(format!("delete {kind} {name}"), undo)?;
+        Ok(())
+    }
+
+    /// Record, before deleting it, that a cluster-wide object must be created again at teardown.
+    pub fn undo_by_recreating(&self, object: serde_json::Value) -> Result<(), FaultError> {
+        let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let name = object.get("metadata").and_then(|m| m.get("name")).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        self.journal.record(format!("re-create {kind} {name}"), Undo::CreateObject { namespace: None, object })?;
         Ok(())
     }
 
@@ -161,6 +170,7 @@ macro_rules! faults {
 faults! {
     "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
+    "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),
 }
 
 #[cfg(test)]

@@ -1,0 +1,301 @@
+//! storageclass-missing: the cluster has no StorageClass, so a StatefulSet's claim never binds.
+//!
+//! Source: DaoCloud mspider troubleshooting "创建网格时一直处于“创建中”", case 1: the control-plane
+//! cluster had no StorageClass deployed, the etcd PVC stays Pending and so does the etcd pod. Fix, in
+//! the document's order: deploy hwameistor or localPath (a StorageClass), delete the pending PVC,
+//! restart the pod. On Kubernetes before 1.28 a claim made without a class never gets the default class
+//! later, which is why the PVC must be deleted and made again.
+//!
+//! Where the cluster has StorageClasses (kind ships `standard`, a rancher local-path class), `prepare`
+//! saves each, journals its re-creation, and deletes it; the fix then re-creates them, which on kind is
+//! the document's "deploy localPath". Where there are none and no provisioner (the test bed), the fix
+//! deploys a local class (`kubernetes.io/no-provisioner`, marked default) with a static hostPath
+//! PersistentVolume of that class, on a directory made on the node.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use k8s_openapi::api::storage::v1::StorageClass;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{Ctx, Fault, FaultError};
+use crate::cmd::Cmd;
+
+/// The annotation that makes a class the default one new claims get.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+
+fn default_class() -> String {
+    "local-storage".into()
+}
+
+fn default_capacity() -> String {
+    "1Gi".into()
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StorageclassMissing {
+    /// The local class the fix deploys where the cluster had none (default `local-storage`).
+    #[serde(default = "default_class")]
+    pub storage_class: String,
+    /// Capacity of the static PersistentVolume that goes with it (default `1Gi`).
+    #[serde(default = "default_capacity")]
+    pub capacity: String,
+    /// The classes `prepare` found and deleted, as the fix re-creates them.
+    #[serde(skip)]
+    saved: Mutex<Vec<Value>>,
+}
+
+impl Default for StorageclassMissing {
+    fn default() -> Self {
+        StorageclassMissing { storage_class: default_class(), capacity: default_capacity(), saved: Mutex::default() }
+    }
+}
+
+impl Clone for StorageclassMissing {
+    fn clone(&self) -> Self {
+        StorageclassMissing {
+            storage_class: self.storage_class.clone(),
+            capacity: self.capacity.clone(),
+            saved: Mutex::new(self.saved.lock().unwrap().clone()),
+        }
+    }
+}
+
+impl StorageclassMissing {
+    /// The static volume's directory on the node, one per run.
+    pub fn volume_dir(ctx: &Ctx) -> String {
+        format!("/var/lib/faultlab/pv-{}", ctx.namespace)
+    }
+
+    /// The static volume's name (cluster-wide, so named for the run).
+    pub fn volume_name(ctx: &Ctx) -> String {
+        format!("{}-data", ctx.namespace)
+    }
+
+    /// A class as it can be created again: identity, labels, annotations and the class's own fields.
+    fn restorable(sc: &StorageClass) -> Value {
+        let mut v = serde_json::to_value(sc).unwrap_or_default();
+        let meta = json!({
+            "name": sc.metadata.name,
+            "labels": sc.metadata.labels,
+            "annotations": sc.metadata.annotations,
+        });
+        v["metadata"] = meta;
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.retain(|_, x| !x.is_null());
+        }
+        v["apiVersion"] = "storage.k8s.io/v1".into();
+        v["kind"] = "StorageClass".into();
+        v
+    }
+
+    /// The local class the document's "deploy a StorageClass" means where nothing provisions: static
+    /// volumes, bound as soon as a claim exists, and the default, so the re-made claim gets it.
+    pub fn local_class(&self) -> Value {
+        json!({
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": self.storage_class, "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "reclaimPolicy": "Retain",
+            "volumeBindingMode": "Immediate",
+        })
+    }
+
+    /// A hostPath volume of the local class, on the run's directory on the node.
+    pub fn local_volume(&self, ctx: &Ctx) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": Self::volume_name(ctx), "labels": {"app.kubernetes.io/managed-by": "faultlab"}},
+            "spec": {
+                "capacity": {"storage": self.capacity},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": self.storage_class,
+                "hostPath": {"path": Self::volume_dir(ctx), "type": "Directory"},
+            },
+        })
+    }
+
+    fn claim(ctx: &Ctx) -> Result<String, FaultError> {
+        ctx.target.claim.clone().ok_or_else(|| FaultError::Check {
+            step: "claim".into(),
+            message: "the scenario's workload.target.claim names no claim; storageclass-missing needs the StatefulSet's claim".into(),
+        })
+    }
+
+    async fn deploy_class(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        let saved = self.saved.lock().unwrap().clone();
+        if !saved.is_empty() {
+            // The cluster's own classes (kind: `standard`, rancher local-path): deploying them again is
+            // the document's "deploy localPath". Their provisioner is still running.
+            for sc in saved {
+                ctx.kube.create_object(None, sc).await.map_err(Ctx::api_err(step))?;
+            }
+            return Ok(());
+        }
+        // Nothing provisions here: a local class and a static volume on the node. Undo first.
+        let dir = Self::volume_dir(ctx);
+        ctx.undo_on_node(&format!("remove the volume directory {dir}"), Cmd::new(["rm", "-rf", dir.as_str()]))?;
+        ctx.undo_by_deleting("v1", "PersistentVolume", &Self::volume_name(ctx))?;
+        ctx.undo_by_deleting("storage.k8s.io/v1", "StorageClass", &self.storage_class)?;
+        ctx.run(step, Cmd::new(["mkdir", "-p", dir.as_str()])).await?;
+        // Creating what exists already succeeds: the step is idempotent.
+        ctx.kube.create_object(None, self.local_class()).await.map_err(Ctx::api_err(step))?;
+        ctx.kube.create_object(None, self.local_volume(ctx)).await.map_err(Ctx::api_err(step))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Fault for StorageclassMissing {
+    fn fix_steps(&self) -> &'static [&'static str] {
+        &["deploy-storageclass", "delete-pending-pvc", "restart-pod"]
+    }
+
+    /// Make "no StorageClass" true before the workload exists: save each class, journal its
+    /// re-creation, delete it. (kind ships `standard`; the test bed has none.)
+    async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("list-storageclasses"))?;
+        if ctx.dry_run {
+            ctx.note("every StorageClass listed here is saved, journalled for re-creation and deleted; the fix then re-creates those instead of a local class");
+        }
+        let ar = crate::kube_ops::resource("storage.k8s.io/v1", "StorageClass");
+        for sc in &classes {
+            let name = sc.metadata.name.clone().unwrap_or_default();
+            let object = Self::restorable(sc);
+            ctx.undo_by_recreating(object.clone())?;
+            self.saved.lock().unwrap().push(object);
+            ctx.note(format!("the cluster must have no StorageClass: delete {name} (re-created at teardown)"));
+            ctx.kube.delete_dynamic(&ar, None, &name).await.map_err(Ctx::api_err("delete-storageclass"))?;
+        }
+        Ok(())
+    }
+
+    /// Nothing more to break: `prepare` left the cluster without a class and the StatefulSet made its
+    /// claim in it. (The pod is not restarted here: deleting a pending pod races the scheduler, which
+    /// then reports `skip schedule deleting pod` instead of the documented message. The claim's
+    /// FailedBinding repeats on every 15 s sync, the pod's FailedScheduling on the scheduler's retry.)
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let claim = Self::claim(ctx)?;
+        ctx.note(format!("the StatefulSet made claim {claim} while the cluster had no StorageClass: it stays Pending"));
+        Ok(())
+    }
+
+    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("check-no-storageclass"))?;
+        if !classes.is_empty() {
+            let names: Vec<String> = classes.iter().filter_map(|c| c.metadata.name.clone()).collect();
+            return Err(FaultError::Check { step: "check-no-storageclass".into(), message: format!("the cluster still has StorageClass {}", names.join(", ")) });
+        }
+        Ok(())
+    }
+
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        match step {
+            "deploy-storageclass" => self.deploy_class(step, ctx).await,
+            // Deleting a claim that is gone already succeeds. The pending pod is not scheduled, so the
+            // claim's protection finalizer lets it go at once.
+            "delete-pending-pvc" => {
+                let claim = Self::claim(ctx)?;
+                let ar = crate::kube_ops::resource("v1", "PersistentVolumeClaim");
+                ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &claim).await.map_err(Ctx::api_err(step))
+            }
+            // The StatefulSet makes the pod again, and first its claim from the template, which now
+            // gets the default class.
+            "restart-pod" => ctx.restart_target(step).await,
+            _ => Err(FaultError::UnknownStep { fault: "storageclass-missing", step: step.into() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::testing::ctx;
+    use crate::journal::Undo;
+    use crate::record::Channel;
+
+    fn api(ctx: &Ctx) -> Vec<String> {
+        ctx.rec().entries().into_iter().filter(|e| e.channel == Channel::Api).map(|e| e.line).collect()
+    }
+
+    #[tokio::test]
+    async fn plan_on_a_cluster_without_classes_deploys_a_local_class_and_volume() {
+        let (mut ctx, fake) = ctx();
+        ctx.target.claim = Some("data-web-0".into());
+        let fault = StorageclassMissing::default();
+        fault.prepare(&ctx).await.unwrap();
+        fault.inject(&ctx).await.unwrap();
+        fault.verify_injected(&ctx).await.unwrap();
+        for step in fault.fix_steps() {
+            fault.fix(step, &ctx).await.unwrap();
+        }
+        assert_eq!(
+            api(&ctx),
+            vec![
+                "GET /apis/storage.k8s.io/v1/storageclasses",
+                "GET /apis/storage.k8s.io/v1/storageclasses",
+                "POST /apis/storage.k8s.io/v1/storageclasses (StorageClass local-storage)",
+                "POST /api/v1/persistentvolumes (PersistentVolume fl-test-data)",
+                "DELETE /api/v1/namespaces/fl-test/persistentvolumeclaims/data-web-0",
+                "DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web",
+            ]
+        );
+        assert_eq!(fake.lines(), vec!["ip netns exec faultlab-node timeout -k 5 60 mkdir -p /var/lib/faultlab/pv-fl-test"]);
+        // The undos were journalled before anything was made, and come back in reverse.
+        let entries = ctx.journal.snapshot().entries;
+        let whats: Vec<&str> = entries.iter().map(|e| e.what.as_str()).collect();
+        assert_eq!(whats, vec!["remove the volume directory /var/lib/faultlab/pv-fl-test", "delete PersistentVolume fl-test-data", "delete StorageClass local-storage"]);
+        assert!(matches!(&entries[0].undo, Undo::Node { cmd, .. } if cmd.argv == ["rm", "-rf", "/var/lib/faultlab/pv-fl-test"]));
+    }
+
+    #[test]
+    fn the_local_class_is_the_default_and_the_volume_is_of_it() {
+        let (ctx, _) = ctx();
+        let fault = StorageclassMissing::default();
+        let sc = fault.local_class();
+        assert_eq!(sc["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION], "true");
+        assert_eq!(sc["provisioner"], "kubernetes.io/no-provisioner");
+        let pv = fault.local_volume(&ctx);
+        assert_eq!(pv["spec"]["storageClassName"], "local-storage");
+        assert_eq!(pv["spec"]["hostPath"]["path"], "/var/lib/faultlab/pv-fl-test");
+        // Both decode as the API types they are.
+        let _: StorageClass = serde_json::from_value(sc).unwrap();
+        let _: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(pv).unwrap();
+    }
+
+    #[tokio::test]
+    async fn classes_found_are_journalled_then_recreated_by_the_fix() {
+        let (ctx, fake) = ctx();
+        let fault = StorageclassMissing::default();
+        let standard: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "standard", "uid": "u-1", "resourceVersion": "7", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+            "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"
+        }))
+        .unwrap();
+        let object = StorageclassMissing::restorable(&standard);
+        assert_eq!(object["metadata"], json!({"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}), "no uid or resourceVersion");
+        assert_eq!(object["kind"], "StorageClass");
+        // What prepare keeps for a cluster that had `standard`:
+        fault.saved.lock().unwrap().push(object.clone());
+        fault.fix("deploy-storageclass", &ctx).await.unwrap();
+        assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
+        assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
+        ctx.undo_by_recreating(object.clone()).unwrap();
+        assert_eq!(ctx.journal.snapshot().entries[0].undo, Undo::CreateObject { namespace: None, object });
+    }
+
+    #[tokio::test]
+    async fn needs_the_claim_and_knows_its_steps() {
+        let (ctx, _) = ctx();
+        let fault = StorageclassMissing::default();
+        let err = fault.inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().contains("workload.target.claim"), "{err}");
+        assert!(fault.fix("reboot", &ctx).await.is_err());
+    }
+}
