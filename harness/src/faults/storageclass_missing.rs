@@ -12,7 +12,7 @@
 //! deploys a local class (`kubernetes.io/no-provisioner`, marked default) with a static hostPath
 //! PersistentVolume of that class, on a directory made on the node.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -34,7 +34,7 @@ fn default_capacity() -> String {
     "1Gi".into()
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StorageclassMissing {
     /// The local class the fix deploys where the cluster had none (default `local-storage`).
@@ -43,24 +43,15 @@ pub struct StorageclassMissing {
     /// Capacity of the static PersistentVolume that goes with it (default `1Gi`).
     #[serde(default = "default_capacity")]
     pub capacity: String,
-    /// The classes `prepare` found and deleted, as the fix re-creates them.
+    /// The classes `prepare` found and deleted, as the fix re-creates them. Shared by clones: the
+    /// runner calls prepare and fix on clones of the scenario's fault.
     #[serde(skip)]
-    saved: Mutex<Vec<Value>>,
+    saved: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Default for StorageclassMissing {
     fn default() -> Self {
-        StorageclassMissing { storage_class: default_class(), capacity: default_capacity(), saved: Mutex::default() }
-    }
-}
-
-impl Clone for StorageclassMissing {
-    fn clone(&self) -> Self {
-        StorageclassMissing {
-            storage_class: self.storage_class.clone(),
-            capacity: self.capacity.clone(),
-            saved: Mutex::new(self.saved.lock().unwrap().clone()),
-        }
+        StorageclassMissing { storage_class: default_class(), capacity: default_capacity(), saved: Arc::default() }
     }
 }
 
@@ -281,9 +272,10 @@ mod tests {
         let object = StorageclassMissing::restorable(&standard);
         assert_eq!(object["metadata"], json!({"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}), "no uid or resourceVersion");
         assert_eq!(object["kind"], "StorageClass");
-        // What prepare keeps for a cluster that had `standard`:
-        fault.saved.lock().unwrap().push(object.clone());
-        fault.fix("deploy-storageclass", &ctx).await.unwrap();
+        // What prepare keeps for a cluster that had `standard`, on the clone the runner prepares with;
+        // the fix runs on another clone.
+        fault.clone().saved.lock().unwrap().push(object.clone());
+        fault.clone().fix("deploy-storageclass", &ctx).await.unwrap();
         assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
         assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
         ctx.undo_by_recreating(object.clone()).unwrap();
