@@ -4,6 +4,9 @@
 # Sourced by ci/testbed/{up,down,status,node,smoke,build,...}; never run directly.
 
 set -euo pipefail
+# Command substitutions fail like any other command (a failed mktemp inside $(...) must not
+# leave an empty path behind).
+shopt -s inherit_errexit
 umask 022
 
 FL_TESTBED_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -255,7 +258,9 @@ fl_image_build() {
   fi
   log "building image $ref from $dir"
   local work
+  mkdir -p "$FL_CACHE/images"
   work=$(mktemp -d "$FL_CACHE/images/.build-$name.XXXXXX")
+  { [ -n "$work" ] && [ -d "$work" ]; } || die "cannot make a build directory under $FL_CACHE/images"
   local rootfs=$work/rootfs
   mkdir -p "$rootfs"
   local -a entrypoint=() cmd=() envs=()
@@ -456,7 +461,7 @@ fl_log_tail() { # <component> [lines] [errors]
   [ -f "$f" ] || return 0
   if [ "${3:-}" = errors ]; then
     printf -- '---- errors of the last start of %s (%s) ----\n' "$1" "$f" >&2
-    awk '/^==== /{n=0} /^[EF][0-9]{4} |level=(error|fatal)|"level":"(error|fatal)"/{a[n++]=$0} END{s=(n>15?n-15:0); for(i=s;i<n;i++) print a[i]}' "$f" >&2
+    awk '/^==== /{n=0} /^[EF][0-9][0-9][0-9][0-9] |level=(error|fatal)|"level":"(error|fatal)"/{a[n++]=$0} END{s=(n>15?n-15:0); for(i=s;i<n;i++) print a[i]}' "$f" >&2
   fi
   printf -- '---- last %s lines of %s ----\n' "$n" "$f" >&2
   tail -n "$n" "$f" >&2
