@@ -28,6 +28,7 @@ pub struct Cleaned {
     pub journals_replayed: Vec<String>,
     pub journals_skipped: Vec<String>,
     pub clusters_deleted: Vec<String>,
+    pub clusters_skipped: Vec<String>,
     pub errors: Vec<CleanupError>,
 }
 
@@ -54,29 +55,48 @@ pub async fn journals(force: bool, out: &mut Cleaned) {
     }
 }
 
-/// Parse `docker ps` lines of `<cluster>\t<created unix seconds>` into faultlab clusters older than `age`.
-pub fn stale_clusters(listing: &str, now_unix: u64, age: Duration) -> Vec<String> {
-    let mut names: Vec<String> = listing
-        .lines()
-        .filter_map(|l| {
-            let (name, created) = l.split_once('\t')?;
-            let created: u64 = created.trim().parse().ok()?;
-            (name.starts_with(NAME_PREFIX) && now_unix.saturating_sub(created) >= age.as_secs()).then(|| name.to_string())
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+/// The `docker inspect --format` template cleanup lists clusters with: kind's cluster label and the
+/// container's creation time. Docker reports `Created` as an RFC 3339 string with nanoseconds (it is
+/// not a time value, so `.Created.Unix` does not work with Docker).
+pub fn inspect_format() -> String {
+    format!("{{{{index .Config.Labels \"{CLUSTER_LABEL}\"}}}}\t{{{{.Created}}}}")
 }
 
-/// Delete faultlab's kind clusters (found by kind's label on node containers) older than `age`.
-pub async fn clusters(age: Duration, out: &mut Cleaned) {
+/// Parse `docker inspect` lines of `<cluster>\t<created, RFC 3339>` into the faultlab clusters whose
+/// newest node is at least `age` old. Lines that do not parse are skipped.
+pub fn stale_clusters(listing: &str, now_unix: i64, age: Duration) -> Vec<String> {
+    let mut newest: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in listing.lines() {
+        let Some((name, created)) = line.split_once('\t') else { continue };
+        let Ok(created) = created.trim().parse::<jiff::Timestamp>() else { continue };
+        if !name.starts_with(NAME_PREFIX) {
+            continue;
+        }
+        let e = newest.entry(name.to_string()).or_insert(i64::MIN);
+        *e = (*e).max(created.as_second());
+    }
+    newest
+        .into_iter()
+        .filter(|(_, created)| now_unix.saturating_sub(*created) >= age.as_secs() as i64)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The pid of the live faultlab process that created `cluster`, if it still runs (its `owner` file).
+pub fn live_owner(cluster: &str) -> Option<u32> {
+    let owner = journal::state_dir().join("kind").join(cluster).join("owner");
+    let pid: u32 = std::fs::read_to_string(owner).ok()?.trim().parse().ok()?;
+    (pid != std::process::id() && journal::pid_alive(pid)).then_some(pid)
+}
+
+/// Delete faultlab's kind clusters (found by kind's label on node containers) older than `age`. A
+/// cluster whose run is still alive is skipped unless `force`.
+pub async fn clusters(age: Duration, force: bool, out: &mut Cleaned) {
     let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
     if !on_path("docker") || !on_path("kind") {
         return;
     }
-    // Container creation times come from `docker inspect`, as unix seconds.
-    let list: Vec<String> = ["docker", "ps", "-aq", "--filter", &format!("label={CLUSTER_LABEL}")].iter().map(|s| s.to_string()).collect();
+    let list: Vec<String> = ["docker", "ps", "-aq", "--filter", CLUSTER_LABEL_FILTER].iter().map(|s| s.to_string()).collect();
     let ids = match cmd::run_host(&list, None, Duration::from_secs(30), false).await {
         Ok(o) => o.stdout.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
         Err(e) => {
@@ -87,7 +107,7 @@ pub async fn clusters(age: Duration, out: &mut Cleaned) {
     if ids.is_empty() {
         return;
     }
-    let mut inspect: Vec<String> = vec!["docker".into(), "inspect".into(), "--format".into(), format!("{{{{index .Config.Labels \"{CLUSTER_LABEL}\"}}}}\t{{{{.Created.Unix}}}}")];
+    let mut inspect: Vec<String> = vec!["docker".into(), "inspect".into(), "--format".into(), inspect_format()];
     inspect.extend(ids);
     let listing = match cmd::run_host(&inspect, None, Duration::from_secs(30), false).await {
         Ok(o) => o.stdout,
@@ -96,14 +116,25 @@ pub async fn clusters(age: Duration, out: &mut Cleaned) {
             return;
         }
     };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let now = jiff::Timestamp::now().as_second();
     for name in stale_clusters(&listing, now, age) {
+        if !force {
+            if let Some(pid) = live_owner(&name) {
+                out.clusters_skipped.push(format!("{name} (its run is still running as pid {pid}; --force deletes it anyway)"));
+                continue;
+            }
+        }
         match cmd::run_host(&delete_argv(&name, None), None, Duration::from_secs(300), false).await {
-            Ok(_) => out.clusters_deleted.push(name),
+            Ok(_) => {
+                let _ = std::fs::remove_dir_all(journal::state_dir().join("kind").join(&name));
+                out.clusters_deleted.push(name)
+            }
             Err(source) => out.errors.push(CleanupError::DeleteCluster { name, source }),
         }
     }
 }
+
+const CLUSTER_LABEL_FILTER: &str = "label=io.x-k8s.kind.cluster";
 
 #[cfg(test)]
 mod tests {
@@ -111,8 +142,26 @@ mod tests {
 
     #[test]
     fn only_old_faultlab_clusters_are_stale() {
-        let listing = "faultlab-pause-missing-x7k2p\t1000\nfaultlab-pause-missing-x7k2p\t1000\nmy-dev-cluster\t10\nfaultlab-disk-full-b4c5d\t4000\n";
+        // One line per node container, as `docker inspect --format "<inspect_format()>"` prints them.
+        let listing = "faultlab-pause-missing-x7k2p\t1970-01-01T00:16:40.123456789Z\n\
+                       faultlab-pause-missing-x7k2p\t1970-01-01T00:16:40Z\n\
+                       my-dev-cluster\t1970-01-01T00:00:10Z\n\
+                       faultlab-disk-full-b4c5d\t1970-01-01T01:06:40.5Z\n\
+                       faultlab-garbled\tyesterday\n";
         assert_eq!(stale_clusters(listing, 4600, Duration::from_secs(3600)), vec!["faultlab-pause-missing-x7k2p"]);
-        assert_eq!(stale_clusters(listing, 4600, Duration::ZERO).len(), 2);
+        assert_eq!(stale_clusters(listing, 4600, Duration::ZERO), vec!["faultlab-disk-full-b4c5d", "faultlab-pause-missing-x7k2p"]);
+    }
+
+    #[test]
+    fn a_cluster_is_as_young_as_its_newest_node() {
+        let listing = "faultlab-a-11111\t1970-01-01T00:00:00Z\nfaultlab-a-11111\t1970-01-01T01:00:00Z\n";
+        assert!(stale_clusters(listing, 3600 + 60, Duration::from_secs(3600)).is_empty());
+        assert_eq!(stale_clusters(listing, 7200, Duration::from_secs(3600)), vec!["faultlab-a-11111"]);
+    }
+
+    #[test]
+    fn the_inspect_template_reads_the_label_and_the_creation_string() {
+        assert_eq!(inspect_format(), "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}");
+        assert_eq!(CLUSTER_LABEL_FILTER, format!("label={CLUSTER_LABEL}"));
     }
 }

@@ -151,8 +151,13 @@ pub async fn run_host(
             let _ = pipe.write_all(input.as_bytes()).await;
         });
     }
-    let pid = child.id();
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+    // If this future is dropped before the command ends (the caller was cancelled, for example by
+    // Ctrl-C while `kind create cluster` runs), the whole process group is killed, not only the child:
+    // kind's own `docker` children must not go on creating containers after faultlab gave up.
+    let mut group = GroupGuard(child.id());
+    let waited = tokio::time::timeout(timeout, child.wait_with_output()).await;
+    let pid = group.0.take();
+    match waited {
         Ok(Ok(out)) => {
             let output = Output {
                 status: out.status.code().unwrap_or(128 + out.status.signal_number()),
@@ -172,6 +177,17 @@ pub async fn run_host(
                 unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
             }
             Err(CmdError::Timeout { line, timeout, stdout: String::new(), stderr: String::new() })
+        }
+    }
+}
+
+/// Kills a process group when dropped while armed.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
         }
     }
 }
@@ -215,6 +231,29 @@ mod tests {
         let err = run_host(&argv, None, Duration::from_millis(300), false).await.unwrap_err();
         assert!(matches!(err, CmdError::Timeout { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        // The grandchild writes its pid and sleeps; the child waits for it.
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let argv: Vec<String> = vec!["sh".into(), "-c".into(), script];
+        let run = run_host(&argv, None, Duration::from_secs(60), false);
+        let _ = tokio::time::timeout(Duration::from_millis(500), run).await;
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        // Killed processes linger as zombies until reaped by init; /proc/<pid>/stat says which.
+        let alive = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .unwrap_or(false)
+        };
+        while alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive(pid), "the grandchild {pid} outlived the dropped command");
     }
 
     #[tokio::test]

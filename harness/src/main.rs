@@ -90,7 +90,7 @@ enum Command {
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
-        /// Replay journals even if the process that wrote them still runs.
+        /// Replay journals and delete clusters even if the run that owns them still runs.
         #[arg(long)]
         force: bool,
         /// Delete faultlab kind clusters older than this (for example 2h).
@@ -214,8 +214,16 @@ async fn main() -> Result<()> {
                 ticker.abort();
                 if output == Output::Text {
                     println!("{}", report.line());
+                } else {
+                    for n in &report.notes {
+                        eprintln!("note: {n}");
+                    }
                 }
                 reports.push(report);
+                if let Some(signal) = suite::interrupted() {
+                    eprintln!("{signal}: stopped after {} of {} scenario(s)", reports.len(), scenarios.len());
+                    break;
+                }
             }
             let suite = SuiteReport { wall_seconds: started.elapsed().as_secs_f64(), scenarios: reports };
             if output == Output::Json {
@@ -226,14 +234,17 @@ async fn main() -> Result<()> {
             if let Some(path) = junit {
                 std::fs::write(&path, suite.junit()).with_context(|| format!("writing {}", path.display()))?;
             }
-            if !suite.passed() {
-                std::process::exit(1);
+            match suite::interrupted() {
+                Some("SIGTERM") => std::process::exit(128 + libc::SIGTERM),
+                Some(_) => std::process::exit(128 + libc::SIGINT),
+                None if !suite.passed() => std::process::exit(1),
+                None => {}
             }
         }
         Command::Cleanup { force, older_than } => {
             let mut out = faultlab::cleanup::Cleaned::default();
             faultlab::cleanup::journals(force, &mut out).await;
-            faultlab::cleanup::clusters(older_than, &mut out).await;
+            faultlab::cleanup::clusters(older_than, force, &mut out).await;
             for j in &out.journals_replayed {
                 println!("undone: {j}");
             }
@@ -243,7 +254,10 @@ async fn main() -> Result<()> {
             for c in &out.clusters_deleted {
                 println!("deleted kind cluster: {c}");
             }
-            if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.errors.is_empty() {
+            for c in &out.clusters_skipped {
+                println!("skipped kind cluster: {c}");
+            }
+            if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.clusters_skipped.is_empty() && out.errors.is_empty() {
                 println!("nothing to clean up");
             }
             if !out.errors.is_empty() {

@@ -40,6 +40,12 @@ pub struct ScenarioReport {
     pub snapshot: SnapshotResult,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub teardown_errors: Vec<String>,
+    /// Where the cluster's logs were exported (kind, failed runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<String>,
+    /// What the user should know afterwards (for example how to delete a cluster kept with --keep).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Every node command and API call, by phase.
     pub record: Vec<Entry>,
 }
@@ -60,6 +66,8 @@ impl ScenarioReport {
             events: vec![],
             snapshot: SnapshotResult::Skipped(reason.into()),
             teardown_errors: vec![],
+            logs: None,
+            notes: vec![],
             record: vec![],
         }
     }
@@ -88,6 +96,12 @@ impl ScenarioReport {
         }
         for t in &self.teardown_errors {
             line.push_str(&format!("\n  teardown: {t}"));
+        }
+        if let Some(logs) = &self.logs {
+            line.push_str(&format!("\n  logs: {logs}"));
+        }
+        for n in &self.notes {
+            line.push_str(&format!("\n  note: {n}"));
         }
         line
     }

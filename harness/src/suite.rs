@@ -1,6 +1,7 @@
 //! Running scenarios on a provider: what the CLI and the test suite share.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use crate::journal;
@@ -50,16 +51,78 @@ pub fn detect() -> Result<ProviderChoice, String> {
     Err(format!("no cluster: no test-bed description at {} (run ci/testbed/up) and no kind + Docker on PATH", bed.display()))
 }
 
-fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool) -> Kind {
+/// The kind provider for one run of `scenario`: its own cluster name, directory and logs directory.
+pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool) -> Kind {
     let name = Kind::new_name(scenario.name());
     Kind {
         workdir: journal::state_dir().join("kind").join(&name),
+        logs_dir: journal::state_dir().join("logs").join(&name),
         name,
         arch,
         configs_dir: crate::scenario::workspace_root().join("kind-configs"),
         keep,
         needs: scenario.scenario.fault.fault().kind_needs(),
     }
+}
+
+/// The signal that interrupted a run of this process (SIGINT or SIGTERM), if one did. `faultlab run
+/// --all` stops after the interrupted scenario.
+pub fn interrupted() -> Option<&'static str> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        libc::SIGINT => Some("SIGINT"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => None,
+    }
+}
+
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+fn set_interrupted(name: &str) {
+    let signal = match name {
+        "SIGINT" => libc::SIGINT,
+        "SIGTERM" => libc::SIGTERM,
+        _ => return,
+    };
+    let _ = INTERRUPTED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// SIGINT and SIGTERM while the provider creates or connects (the runner has its own for the life cycle).
+/// Once these are registered the signals no longer kill the process: whoever listens tears down.
+struct Interrupts {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    fn new() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Interrupts { int: signal(SignalKind::interrupt()).ok(), term: signal(SignalKind::terminate()).ok() }
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        let name = tokio::select! {
+            _ = one(&mut self.int) => "SIGINT",
+            _ = one(&mut self.term) => "SIGTERM",
+        };
+        set_interrupted(name);
+        name
+    }
+}
+
+/// What a kind run's teardown needs, known before the cluster exists (creating may be interrupted).
+struct KindTeardown {
+    cluster: crate::provider::Cluster,
+    logs: PathBuf,
+    /// What `--keep` tells the user.
+    keep_note: Option<String>,
 }
 
 /// The node the scenario acts on: the first node (single-node clusters), found by the provider.
@@ -94,7 +157,8 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
     run.body().await.map_err(|e| crate::provider::ProviderError::NotConfigured { reason: e.to_string() })?;
     run.teardown().await;
     if let Some((kind, cluster)) = teardown {
-        kind.export_logs(&cluster, &kind.workdir.join("logs"), &rec, true).await?;
+        rec.push(crate::record::Channel::Note, "if the run failed (not when interrupted): export the cluster's logs".to_string());
+        kind.export_logs(&cluster, &kind.logs_dir, &rec, true).await?;
         kind.delete(&cluster, &rec, true).await?;
     }
     Ok(format!("## {} ({})\n{}", scenario.name(), choice.name(), rec.render()))
@@ -114,28 +178,56 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         r
     };
     let provider_started = Instant::now();
-    let (provider, kind): (Box<dyn Provider>, bool) = match choice {
-        ProviderChoice::Kind { arch, keep } => (Box::new(kind_provider(scenario, *arch, *keep)), true),
-        ProviderChoice::Existing { description } => (Box::new(Existing { description: description.clone() }), false),
+    let (provider, kind): (Box<dyn Provider>, Option<KindTeardown>) = match choice {
+        ProviderChoice::Kind { arch, keep } => {
+            let k = kind_provider(scenario, *arch, *keep);
+            let info = KindTeardown { cluster: k.cluster(), logs: k.logs_dir.clone(), keep_note: keep.then(|| k.keep_message()) };
+            (Box::new(k), Some(info))
+        }
+        ProviderChoice::Existing { description } => (Box::new(Existing { description: description.clone() }), None),
     };
-    let cluster = match provider.create(&rec, false).await {
+    let mut interrupts = Interrupts::new();
+    let created = tokio::select! {
+        c = provider.create(&rec, false) => c.map_err(|e| (e.to_string(), false)),
+        name = interrupts.recv() => Err((format!("interrupted by {name} while creating the cluster"), true)),
+    };
+    let cluster = match created {
         Ok(c) => c,
-        Err(e) => return fail(report, Phase::Setup, e.to_string()),
+        Err((e, interrupted)) => {
+            let mut r = fail(report, Phase::Setup, e);
+            if let Some(k) = &kind {
+                if k.logs.is_dir() {
+                    r.logs = Some(k.logs.display().to_string());
+                }
+                // Interrupted: kind and its children were killed; delete what they made so far.
+                if interrupted {
+                    if let Err(e) = provider.delete(&k.cluster, &rec, false).await {
+                        r.teardown_errors.push(e.to_string());
+                    }
+                }
+                r.notes.extend(k.keep_note.clone());
+            }
+            r.record = rec.entries();
+            return r;
+        }
     };
     report.platform = cluster.platform.clone();
+    report.node = pick_node(&cluster.nodes).map(|n| n.name).unwrap_or_default();
     report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
     let finish_provider = |report: ScenarioReport| async {
         let mut report = report;
-        if kind {
-            if report.status == Status::Failed {
-                let dir = crate::journal::state_dir().join("logs").join(&report.namespace);
-                if let Err(e) = provider.export_logs(&cluster, &dir, &rec, false).await {
-                    report.teardown_errors.push(e.to_string());
+        if let Some(k) = &kind {
+            // Logs of failed runs; an interrupted run only tears down.
+            if report.status == Status::Failed && interrupted().is_none() {
+                match provider.export_logs(&cluster, &k.logs, &rec, false).await {
+                    Ok(()) => report.logs = Some(k.logs.display().to_string()),
+                    Err(e) => report.teardown_errors.push(e.to_string()),
                 }
             }
             if let Err(e) = provider.delete(&cluster, &rec, false).await {
                 report.teardown_errors.push(e.to_string());
             }
+            report.notes.extend(k.keep_note.clone());
         }
         report.record = rec.entries();
         report
@@ -144,10 +236,14 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         let r = fail(report, Phase::Setup, e.to_string());
         return finish_provider(r).await;
     }
-    let client = match crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await {
+    let connected = tokio::select! {
+        c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string()),
+        name = interrupts.recv() => Err(format!("interrupted by {name} while connecting to the cluster")),
+    };
+    let client = match connected {
         Ok(c) => c,
         Err(e) => {
-            let r = fail(report, Phase::Setup, e.to_string());
+            let r = fail(report, Phase::Setup, e);
             return finish_provider(r).await;
         }
     };
@@ -164,7 +260,15 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         }
     };
     report.namespace = run.namespace.clone();
+    if let Some(name) = interrupted() {
+        let r = fail(report, Phase::Setup, format!("interrupted by {name} before the run started"));
+        return finish_provider(r).await;
+    }
+    drop(interrupts);
     let (run, outcome) = runner::execute(run).await;
+    if let Err(runner::RunError::Interrupted(name)) = &outcome.result {
+        set_interrupted(name);
+    }
     report.timings = run.timings.clone();
     report.events = run.normalised_events();
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();

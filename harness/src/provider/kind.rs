@@ -1,8 +1,10 @@
 //! `kind`: one cluster per run, from `kind-configs/<arch>.yaml` plus the scenario's patches.
 //!
-//! The kubeconfig goes to a temporary path (never `~/.kube/config`); nodes are found by kind's cluster
-//! label; on teardown logs are exported and the cluster deleted, unless `--keep`. Node commands go
-//! through `docker exec`.
+//! The kubeconfig goes to the run's own directory (never `~/.kube/config`); nodes are found by kind's
+//! cluster label; when a run fails (kind's own create included) the logs are exported, and the cluster
+//! is deleted whatever happened, unless `--keep`. Node commands go through `docker exec`, each with a
+//! `timeout` inside the node. The run's directory holds an `owner` file with faultlab's pid, so that
+//! `faultlab cleanup` leaves the clusters of live runs alone.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +21,9 @@ use crate::record::{Channel, Recorder};
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 /// Every cluster faultlab creates is named with this prefix.
 pub const NAME_PREFIX: &str = "faultlab-";
+/// The container runtime of the pinned node image (kindest/node v1.31.2 for kind v0.25.0 ships
+/// containerd 1.7); part of the platform name that picks the snapshot directory.
+pub const RUNTIME: &str = "containerd-1.7";
 
 /// CPU architectures kind nodes come in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -42,6 +47,24 @@ impl Arch {
             Arch::Arm64 => "arm64",
         }
     }
+
+    /// Whether kind can run nodes of this architecture here: only the host's own (no emulation).
+    pub fn check_runnable(self) -> Result<(), ProviderError> {
+        match Arch::host() {
+            Some(host) if host == self => Ok(()),
+            host => Err(ProviderError::KindConfig {
+                message: format!(
+                    "this host is {} and kind cannot run {} nodes on it (kind does not emulate another architecture); {}",
+                    std::env::consts::ARCH,
+                    self.as_str(),
+                    match host {
+                        Some(h) => format!("run with --arch {} here, or on an {} host", h.as_str(), self.as_str()),
+                        None => format!("run on an {} host", self.as_str()),
+                    }
+                ),
+            }),
+        }
+    }
 }
 
 /// What a scenario needs from a kind cluster. Faults declare it; the provider composes the config.
@@ -63,7 +86,10 @@ pub struct Kind {
     pub name: String,
     pub arch: Arch,
     pub configs_dir: PathBuf,
+    /// The run's directory: composed config, kubeconfig, `owner` (removed when the cluster is deleted).
     pub workdir: PathBuf,
+    /// Where `kind export logs` writes when a run fails.
+    pub logs_dir: PathBuf,
     pub keep: bool,
     pub needs: KindNeeds,
 }
@@ -82,6 +108,32 @@ impl Kind {
 
     pub fn context(&self) -> String {
         format!("kind-{}", self.name)
+    }
+
+    /// The cluster this provider creates, before its nodes are known (what teardown needs).
+    pub fn cluster(&self) -> Cluster {
+        Cluster {
+            kubeconfig: self.kubeconfig(),
+            context: self.context(),
+            platform: String::new(),
+            nodes: vec![],
+            ownership: Ownership::Created { kind_cluster: self.name.clone() },
+        }
+    }
+
+    /// `kind-<minor>-containerd-1.7-<arch>`: the directory under `expectations/` for this cluster.
+    pub fn platform(&self) -> Result<String, ProviderError> {
+        Ok(format!("kind-{}-{RUNTIME}-{}", self.kubernetes_version()?, self.arch.as_str()))
+    }
+
+    /// What `--keep` tells the user.
+    pub fn keep_message(&self) -> String {
+        format!(
+            "--keep: kind cluster {name} is kept (kubeconfig {kc}, context {ctx}); delete it with `kind delete cluster --name {name}` or `faultlab cleanup`",
+            name = self.name,
+            kc = self.kubeconfig().display(),
+            ctx = self.context()
+        )
     }
 
     /// The pinned config for this architecture; asking for another architecture than the host's is an
@@ -234,27 +286,26 @@ impl Provider for Kind {
 
     async fn create(&self, rec: &Recorder, dry_run: bool) -> Result<Cluster, ProviderError> {
         if !dry_run {
-            Self::require("kind", "kind", "install kind (https://kind.sigs.k8s.io) or use --provider existing")?;
+            Self::require("kind", "kind", "install kind v0.25.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
             Self::require("docker", "docker", "kind needs Docker")?;
-            if Arch::host() != Some(self.arch) {
-                return Err(ProviderError::KindConfig {
-                    message: format!(
-                        "this host is {}, and kind cannot run {} nodes on it (no emulation); use --arch {}",
-                        std::env::consts::ARCH,
-                        self.arch.as_str(),
-                        Arch::host().map(Arch::as_str).unwrap_or("?")
-                    ),
-                });
-            }
+            self.arch.check_runnable()?;
         }
         let config = self.compose()?;
+        let platform = self.platform()?;
         let config_path = self.workdir.join("kind-config.yaml");
         rec.push(Channel::Note, format!("kind config {} (from kind-configs/{}.yaml):\n{}", config_path.display(), self.arch.as_str(), indent(&config)));
-        if !dry_run {
+        rec.push(Channel::Note, format!("platform {platform}: events are compared with expectations/{platform}/<scenario>.snap"));
+        if dry_run {
+            if let Err(e) = self.arch.check_runnable() {
+                rec.push(Channel::Note, format!("plan only: {}", e.to_string().trim_start_matches("kind config: ")));
+            }
+        } else {
             std::fs::create_dir_all(&self.workdir).map_err(|source| ProviderError::Write { path: self.workdir.clone(), source })?;
             std::fs::write(&config_path, &config).map_err(|source| ProviderError::Write { path: config_path.clone(), source })?;
+            let owner = self.workdir.join("owner");
+            std::fs::write(&owner, format!("{}\n", std::process::id())).map_err(|source| ProviderError::Write { path: owner, source })?;
         }
-        let argv: Vec<String> = vec![
+        let mut argv: Vec<String> = vec![
             "kind".into(),
             "create".into(),
             "cluster".into(),
@@ -264,36 +315,47 @@ impl Provider for Kind {
             config_path.display().to_string(),
             "--kubeconfig".into(),
             self.kubeconfig().display().to_string(),
-            "--wait".into(),
-            "180s".into(),
-            "--retain".into(),
         ];
-        // kind creates; meanwhile the bootstrap readies each node (for example a local-only sandbox tag).
-        let create = self.host(rec, dry_run, argv, Duration::from_secs(600));
-        let (created, boot) = tokio::join!(create, self.bootstrap_nodes(rec, dry_run));
-        let cluster = Cluster {
-            kubeconfig: self.kubeconfig(),
-            context: self.context(),
-            platform: String::new(),
-            nodes: vec![],
-            ownership: Ownership::Created { kind_cluster: self.name.clone() },
-        };
-        // Failures during create clean up (kind was told to --retain so its logs can be exported first).
-        let failure = match (created, boot) {
-            (Err(source), _) => Some(ProviderError::Create { name: self.name.clone(), source }),
-            (Ok(_), Err(e)) => Some(e),
-            _ => None,
-        };
-        if let Some(err) = failure {
-            if !self.keep {
-                let _ = self.export_logs(&cluster, &self.workdir.join("logs"), rec, dry_run).await;
-                let _ = self.delete(&cluster, rec, dry_run).await;
-            }
-            return Err(err);
+        if self.needs.disable_default_cni {
+            // Without a CNI the node stays NotReady until the scenario installs its own, and kind's
+            // --wait would only time out (it warns and goes on): the scenario's setup gate waits instead.
+            rec.push(Channel::Note, "no default CNI: kind does not wait for the node to be Ready; the scenario's setup brings its CNI".to_string());
+        } else {
+            argv.extend(["--wait".into(), "180s".into()]);
         }
-        let mut cluster = cluster;
-        let version = self.kubernetes_version()?;
-        cluster.platform = format!("kind-{version}-containerd-1.7-{}", self.arch.as_str());
+        // --retain: a failed create keeps its nodes so that their logs can be exported; faultlab then
+        // deletes them.
+        argv.push("--retain".into());
+        // kind creates; meanwhile the bootstrap readies each node (for example a local-only sandbox tag).
+        // Whichever fails first ends the other (its processes are killed with their process group).
+        let create = self.host(rec, dry_run, argv, Duration::from_secs(600));
+        let boot = self.bootstrap_nodes(rec, dry_run);
+        tokio::pin!(create, boot);
+        let outcome: Result<(), ProviderError> = tokio::select! {
+            biased;
+            created = &mut create => match created {
+                Ok(_) => (&mut boot).await,
+                Err(source) => Err(ProviderError::Create { name: self.name.clone(), source }),
+            },
+            booted = &mut boot => match booted {
+                Ok(()) => (&mut create).await.map(|_| ()).map_err(|source| ProviderError::Create { name: self.name.clone(), source }),
+                Err(e) => Err(e),
+            },
+        };
+        let mut cluster = self.cluster();
+        if let Err(err) = outcome {
+            // The nodes are still there (--retain): export their logs, then delete them (with --keep,
+            // delete only says how to do it later).
+            let mut cleanup = Vec::new();
+            if let Err(e) = self.export_logs(&cluster, &self.logs_dir, rec, dry_run).await {
+                cleanup.push(e.to_string());
+            }
+            if let Err(e) = self.delete(&cluster, rec, dry_run).await {
+                cleanup.push(e.to_string());
+            }
+            return Err(if cleanup.is_empty() { err } else { ProviderError::CleanupAfterCreate { source: Box::new(err), errors: cleanup } });
+        }
+        cluster.platform = platform;
         cluster.nodes = self.nodes(&cluster, rec, dry_run).await?;
         Ok(cluster)
     }
@@ -324,14 +386,18 @@ impl Provider for Kind {
 
     async fn delete(&self, _cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
         if self.keep {
-            rec.push(Channel::Note, format!("--keep: cluster {} is kept; delete it with `kind delete cluster --name {}`", self.name, self.name));
+            rec.push(Channel::Note, self.keep_message());
             return Ok(());
         }
         let argv = delete_argv(&self.name, Some(&self.kubeconfig()));
         self.host(rec, dry_run, argv, Duration::from_secs(300))
             .await
-            .map(|_| ())
-            .map_err(|source| ProviderError::Delete { name: self.name.clone(), source })
+            .map_err(|source| ProviderError::Delete { name: self.name.clone(), source })?;
+        if !dry_run {
+            // The composed config, the kubeconfig and the owner file go with the cluster.
+            let _ = std::fs::remove_dir_all(&self.workdir);
+        }
+        Ok(())
     }
 }
 
@@ -384,6 +450,93 @@ mod tests {
         assert!(config["containerdConfigPatches"][0].as_str().unwrap().contains("sandbox_image"));
         let kubelet = config["kubeadmConfigPatches"][0].as_str().unwrap();
         assert!(kubelet.contains("kind: KubeletConfiguration") && kubelet.contains("cpuManagerPolicy: static"), "{kubelet}");
+    }
+
+    fn kind(arch: Arch, needs: KindNeeds) -> Kind {
+        Kind {
+            name: "faultlab-t-abcde".into(),
+            arch,
+            configs_dir: crate::scenario::workspace_root().join("kind-configs"),
+            workdir: "/nonexistent/kind/faultlab-t-abcde".into(),
+            logs_dir: "/nonexistent/logs/faultlab-t-abcde".into(),
+            keep: false,
+            needs,
+        }
+    }
+
+    #[test]
+    fn compose_adds_to_what_the_base_has_and_changes_nothing_else() {
+        let base = "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\ncontainerdConfigPatches:\n- '# base'\nkubeadmConfigPatches:\n- '# base'\nnetworking:\n  podSubnet: 10.244.0.0/16\nnodes:\n- role: control-plane\n";
+        let mut config: Value = serde_saphyr::from_str(base).unwrap();
+        let untouched = config.clone();
+        compose(&mut config, &KindNeeds::default());
+        assert_eq!(config, untouched, "no needs, no change");
+        let needs = KindNeeds {
+            containerd_config_patches: vec!["# scenario".into()],
+            kubelet_config: Some(json!({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"})),
+            disable_default_cni: true,
+            ..Default::default()
+        };
+        compose(&mut config, &needs);
+        assert_eq!(config["containerdConfigPatches"], json!(["# base", "# scenario"]));
+        assert_eq!(config["kubeadmConfigPatches"][0], "# base");
+        let kubelet: Value = serde_saphyr::from_str(config["kubeadmConfigPatches"][1].as_str().unwrap()).unwrap();
+        assert_eq!(
+            kubelet,
+            json!({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cpuManagerPolicy": "static", "reservedSystemCPUs": "0"})
+        );
+        assert_eq!(config["networking"], json!({"podSubnet": "10.244.0.0/16", "disableDefaultCNI": true}));
+        assert_eq!(config["nodes"], untouched["nodes"]);
+    }
+
+    #[test]
+    fn the_pinned_configs_give_the_platform_and_compose_per_architecture() {
+        for arch in [Arch::Amd64, Arch::Arm64] {
+            let k = kind(arch, KindNeeds { containerd_config_patches: vec!["# patch".into()], ..Default::default() });
+            assert_eq!(k.kubernetes_version().unwrap(), "1.31");
+            assert_eq!(k.platform().unwrap(), format!("kind-1.31-containerd-1.7-{}", arch.as_str()));
+            let composed: Value = serde_saphyr::from_str(&k.compose().unwrap()).unwrap();
+            let (_, base) = k.base_config().unwrap();
+            assert_eq!(composed["nodes"], base["nodes"]);
+            assert_eq!(composed["containerdConfigPatches"], json!(["# patch"]));
+            assert!(base.get("containerdConfigPatches").is_none(), "patches are composed, not in kind-configs/{}.yaml", arch.as_str());
+        }
+    }
+
+    #[test]
+    fn an_unpinned_node_image_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("amd64.yaml"), "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  image: kindest/node:v1.31.2\n").unwrap();
+        let mut k = kind(Arch::Amd64, KindNeeds::default());
+        k.configs_dir = dir.path().into();
+        let err = k.platform().unwrap_err().to_string();
+        assert!(err.contains("amd64.yaml") && err.contains("is not pinned as kindest/node:vX.Y.Z@sha256:<digest>"), "{err}");
+        std::fs::remove_file(dir.path().join("amd64.yaml")).unwrap();
+        assert!(k.platform().unwrap_err().to_string().contains("cannot read"));
+    }
+
+    #[test]
+    fn only_the_host_architecture_runs() {
+        let host = Arch::host().expect("amd64 or arm64 host");
+        assert!(host.check_runnable().is_ok());
+        let other = if host == Arch::Amd64 { Arch::Arm64 } else { Arch::Amd64 };
+        let err = other.check_runnable().unwrap_err().to_string();
+        assert!(err.contains(&format!("kind cannot run {} nodes", other.as_str())) && err.contains(&format!("--arch {}", host.as_str())), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_dry_create_plans_without_running_and_notes_what_a_run_would_refuse() {
+        let host = Arch::host().unwrap();
+        let other = if host == Arch::Amd64 { Arch::Arm64 } else { Arch::Amd64 };
+        let rec = Recorder::default();
+        let k = kind(other, KindNeeds { disable_default_cni: true, ..Default::default() });
+        let cluster = k.create(&rec, true).await.unwrap();
+        assert_eq!(cluster.platform, format!("kind-1.31-containerd-1.7-{}", other.as_str()));
+        assert_eq!(cluster.nodes[0].name, "faultlab-t-abcde-control-plane");
+        let plan = rec.render();
+        assert!(plan.contains(&format!("plan only: this host is {}", std::env::consts::ARCH)), "{plan}");
+        assert!(plan.contains("disableDefaultCNI: true") && !plan.contains("--wait"), "{plan}");
+        assert!(!k.workdir.exists());
     }
 
     #[test]

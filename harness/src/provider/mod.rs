@@ -33,6 +33,12 @@ pub enum ProviderError {
         #[source]
         source: CmdError,
     },
+    #[error("{source}\nthen, cleaning up after it:\n{}", .errors.join("\n"))]
+    CleanupAfterCreate {
+        #[source]
+        source: Box<ProviderError>,
+        errors: Vec<String>,
+    },
     #[error("cluster {name} has no node labelled {label}")]
     NoNodes { name: String, label: String },
     #[error("exporting logs of {name} failed: {source}")]

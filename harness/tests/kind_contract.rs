@@ -1,0 +1,526 @@
+//! The kind provider's contract, without kind or Docker: `kind` and `docker` stand-ins (shell scripts in
+//! `tests/fixtures/kind/`, written into a temporary directory put first on PATH) log every invocation
+//! and answer with the output the real CLIs give (see `tests/fixtures/kind/README.md` for where each
+//! shape comes from). They keep the clusters they "created" in their state directory, so a test sees
+//! both what faultlab asked and what is left.
+//!
+//! A run cannot get past the Kubernetes API with stand-ins: the kubeconfig kind "writes" points at a
+//! closed port on this machine (or at a listener that never answers). So the CLI tests check the
+//! provider's side of a run: create (with the composed config), node discovery by label, `docker
+//! exec` with a timeout inside the node, log export and delete, on success, on kind's own failure,
+//! on Ctrl-C (SIGINT) and SIGTERM, and with `--keep`; and `faultlab cleanup` by label and age. One test
+//! drives the provider through the library, where every step can succeed.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use faultlab::node::{Executor, HostExecutor, NodeAccess};
+use faultlab::provider::kind::{Arch, Kind, KindNeeds};
+use faultlab::provider::Provider;
+use faultlab::record::Recorder;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kind")
+}
+
+fn host_arch() -> Arch {
+    Arch::host().expect("these tests run on amd64 or arm64")
+}
+
+fn other_arch() -> Arch {
+    match host_arch() {
+        Arch::Amd64 => Arch::Arm64,
+        Arch::Arm64 => Arch::Amd64,
+    }
+}
+
+/// A port on this machine that nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One test's stand-ins, their state and faultlab's state directory.
+struct Bed {
+    _tmp: tempfile::TempDir,
+    bin: PathBuf,
+    state: PathBuf,
+    faultlab_state: PathBuf,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        let state = tmp.path().join("standin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(state.join("clusters")).unwrap();
+        for (script, program) in [("kind.sh", "kind"), ("docker.sh", "docker")] {
+            let text = std::fs::read_to_string(fixtures().join(script))
+                .unwrap()
+                .replace("@STATE@", state.to_str().unwrap())
+                .replace("@FIXTURES@", fixtures().to_str().unwrap());
+            let path = bin.join(program);
+            std::fs::write(&path, text).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(state.join("server"), format!("https://127.0.0.1:{}", closed_port())).unwrap();
+        let faultlab_state = tmp.path().join("faultlab");
+        Bed { bin, state, faultlab_state, _tmp: tmp }
+    }
+
+    fn mode(&self, mode: &str) {
+        std::fs::write(self.state.join("mode"), mode).unwrap();
+    }
+
+    fn path_env(&self) -> std::ffi::OsString {
+        let mut dirs = vec![self.bin.clone()];
+        dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        std::env::join_paths(dirs).unwrap()
+    }
+
+    fn faultlab(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_faultlab"));
+        c.args(args)
+            .env("PATH", self.path_env())
+            .env("FAULTLAB_STATE_DIR", &self.faultlab_state)
+            .env("FAULTLAB_SCENARIOS", faultlab::scenario::default_dir())
+            .env("FAULTLAB_TESTBED", self.state.join("no-testbed.yaml"))
+            .env("FAULTLAB_EXPECTATIONS", self.state.join("expectations"))
+            .env_remove("FAULTLAB_PROVIDER")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.faultlab(args).output().unwrap();
+        eprintln!("$ faultlab {}\n{}{}", args.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    /// Every invocation of a stand-in so far, as argv.
+    fn calls(&self) -> Vec<Vec<String>> {
+        std::fs::read_to_string(self.state.join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split('\x1f').map(str::to_owned).collect())
+            .collect()
+    }
+
+    /// The calls as shell-ish lines, for messages and prefix checks.
+    fn call_lines(&self) -> Vec<String> {
+        self.calls().iter().map(|a| a.join(" ")).collect()
+    }
+
+    /// The clusters the stand-ins hold now.
+    fn clusters(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.state.join("clusters"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Put a cluster there, as an earlier run would have left it.
+    fn seed_cluster(&self, name: &str, age: Duration) {
+        let dir = self.state.join("clusters").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let created = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(age.as_secs() as i64);
+        let id = format!("{:012x}", name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64)) & 0xffff_ffff_ffff);
+        std::fs::write(dir.join("nodes"), format!("{id} {name}-control-plane {created}\n")).unwrap();
+    }
+
+    /// The kind cluster faultlab named in its `kind create cluster` call.
+    fn created_name(&self) -> String {
+        let calls = self.calls();
+        let create = calls.iter().find(|a| a[..3] == ["kind", "create", "cluster"]).unwrap_or_else(|| panic!("no kind create in {:#?}", self.call_lines()));
+        flag(create, "--name").to_string()
+    }
+}
+
+fn flag<'a>(argv: &'a [String], name: &str) -> &'a str {
+    let i = argv.iter().position(|a| a == name).unwrap_or_else(|| panic!("{name} missing in {argv:?}"));
+    &argv[i + 1]
+}
+
+fn json_report(out: &Output) -> serde_json::Value {
+    let suite: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    suite["scenarios"][0].clone()
+}
+
+fn index_of(lines: &[String], prefix: &str) -> usize {
+    lines.iter().position(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no call starting with {prefix:?} in {lines:#?}"))
+}
+
+fn alive(pid: i32) -> bool {
+    // A killed process stays a zombie until its parent reaps it; that counts as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')).unwrap_or(false)
+}
+
+/// Kills the given pids when dropped, so that a failing test leaves no stand-in process behind.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            if alive(*pid) {
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait for a child with a deadline; kill it if it does not end.
+fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("faultlab did not exit within {timeout:?} of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_run_creates_finds_its_node_execs_with_timeouts_then_exports_logs_and_deletes_when_the_api_fails() {
+    let bed = Bed::new();
+    // pause-missing: its KindNeeds carry a containerd patch and a node bootstrap command.
+    let out = bed.run(&["run", "pause-missing", "--provider", "kind", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json_report(&out);
+    let name = bed.created_name();
+    let platform = format!("kind-1.31-containerd-1.7-{}", host_arch().as_str());
+    assert_eq!(report["status"], "failed");
+    assert_eq!(report["failed_phase"], "setup");
+    assert_eq!(report["platform"], platform.as_str());
+    let server = std::fs::read_to_string(bed.state.join("server")).unwrap();
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains(&format!("kind-{name}")) && error.contains(server.trim_start_matches("https://")), "the API error names context and server: {error}");
+
+    let lines = bed.call_lines();
+    let kind_dir = bed.faultlab_state.join("kind").join(&name);
+    let logs_dir = bed.faultlab_state.join("logs").join(&name);
+    let create = format!(
+        "kind create cluster --name {name} --config {} --kubeconfig {} --wait 180s --retain",
+        kind_dir.join("kind-config.yaml").display(),
+        kind_dir.join("kubeconfig").display()
+    );
+    // The bootstrap's first `docker ps` runs alongside kind's create, so either may come first.
+    assert_eq!(lines[index_of(&lines, "kind create cluster")], create);
+    assert!(lines[..index_of(&lines, "kind create cluster")].iter().all(|l| l.starts_with("docker ps ")), "{lines:#?}");
+    let list = format!("docker ps --filter label=io.x-k8s.kind.cluster={name} --format {{{{.Names}}}}");
+    let node = format!("{name}-control-plane");
+    // The bootstrap found the node by label while kind was creating, then ran in it with a timeout.
+    let boot = index_of(&lines, &format!("docker exec {node} timeout -k 5 180 sh -c "));
+    assert!(lines[..boot].contains(&list), "{lines:#?}");
+    // After create: the nodes, by label; then, the run having failed, logs and delete, in that order.
+    let listed = lines.iter().rposition(|l| *l == list).unwrap();
+    let export = index_of(&lines, &format!("kind export logs {} --name {name}", logs_dir.display()));
+    let delete = index_of(&lines, &format!("kind delete cluster --name {name} --kubeconfig {}", kind_dir.join("kubeconfig").display()));
+    assert!(boot < listed && listed < export && export < delete && delete == lines.len() - 1, "{lines:#?}");
+    // Every command sent to a node carries a timeout inside the node.
+    for argv in bed.calls().iter().filter(|a| a[..2] == ["docker", "exec"]) {
+        let at = if argv[2] == "-i" { 3 } else { 2 };
+        assert_eq!(argv[at], node);
+        assert_eq!(argv[at + 1..at + 4], ["timeout", "-k", "5"], "{argv:?}");
+        assert!(argv[at + 4].parse::<u64>().is_ok(), "{argv:?}");
+    }
+
+    // What kind was given: the pinned image for this host's architecture with the scenario's patch.
+    let config = std::fs::read_to_string(bed.state.join(format!("config-{name}.yaml"))).unwrap();
+    let base = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../kind-configs/{}.yaml", host_arch().as_str()))).unwrap();
+    let image = base.lines().find_map(|l| l.trim().strip_prefix("image: ")).unwrap();
+    assert!(config.contains(image), "{config}");
+    assert!(config.contains("containerdConfigPatches:") && config.contains("sandbox_image = \"faultlab.invalid/cce-pause:3.1\""), "{config}");
+
+    assert_eq!(report["node"], node.as_str());
+    assert_eq!(report["logs"], logs_dir.to_str().unwrap());
+    assert!(logs_dir.join(&node).join("kubelet.log").is_file() && logs_dir.join("kind-version.txt").is_file());
+    assert!(bed.clusters().is_empty(), "left behind: {:?}", bed.clusters());
+    assert!(!kind_dir.exists(), "the run's directory goes with the cluster");
+}
+
+#[test]
+fn when_kind_fails_to_create_the_logs_are_exported_and_the_cluster_deleted() {
+    let bed = Bed::new();
+    bed.mode("fail");
+    let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json_report(&out);
+    let name = bed.created_name();
+    let error = report["error"].as_str().unwrap();
+    assert!(error.starts_with(&format!("creating kind cluster {name} failed: `kind create cluster --name {name} --config ")), "{error}");
+    assert!(error.contains("exited with status 1") && error.contains("ERROR: failed to create cluster: failed to init node with kubeadm"), "kind's own words: {error}");
+    let lines = bed.call_lines();
+    let logs_dir = bed.faultlab_state.join("logs").join(&name);
+    assert_eq!(lines.len(), 3, "create, export, delete: {lines:#?}");
+    assert!(lines[0].starts_with("kind create cluster"));
+    assert_eq!(lines[1], format!("kind export logs {} --name {name}", logs_dir.display()));
+    assert!(lines[2].starts_with(&format!("kind delete cluster --name {name}")));
+    assert_eq!(report["logs"], logs_dir.to_str().unwrap());
+    assert!(logs_dir.join(format!("{name}-control-plane/serial.log")).is_file());
+    assert!(bed.clusters().is_empty());
+}
+
+#[test]
+fn with_keep_a_failed_create_keeps_the_cluster_says_how_to_delete_it_and_cleanup_does() {
+    let bed = Bed::new();
+    bed.mode("fail");
+    let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--keep"]);
+    assert_eq!(out.status.code(), Some(1));
+    let name = bed.created_name();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("delete it with `kind delete cluster --name {name}` or `faultlab cleanup`")), "{stdout}");
+    assert!(stdout.contains(&format!("logs: {}", bed.faultlab_state.join("logs").join(&name).display())), "{stdout}");
+    assert!(!bed.call_lines().iter().any(|l| l.starts_with("kind delete")), "{:#?}", bed.call_lines());
+    assert_eq!(bed.clusters(), vec![name.clone()]);
+
+    // The run is over (its pid is gone), so cleanup deletes what it kept.
+    let out = bed.run(&["cleanup"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("deleted kind cluster: {name}")));
+    assert!(bed.clusters().is_empty());
+    assert!(!bed.faultlab_state.join("kind").join(&name).exists());
+}
+
+#[test]
+fn with_keep_a_run_keeps_its_cluster_and_kubeconfig() {
+    let bed = Bed::new();
+    let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--keep", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json_report(&out);
+    let name = bed.created_name();
+    let kubeconfig = bed.faultlab_state.join("kind").join(&name).join("kubeconfig");
+    let note = report["notes"][0].as_str().unwrap();
+    assert!(note.contains(&format!("kubeconfig {}", kubeconfig.display())) && note.contains(&format!("kind delete cluster --name {name}")), "{note}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("note: {note}")), "JSON output says it on stderr");
+    assert!(kubeconfig.is_file());
+    let lines = bed.call_lines();
+    assert!(lines.iter().any(|l| l.starts_with("kind export logs")), "a failed run's logs are exported, kept or not");
+    assert!(!lines.iter().any(|l| l.starts_with("kind delete")), "{lines:#?}");
+    assert_eq!(bed.clusters(), vec![name]);
+}
+
+#[test]
+fn sigint_while_kind_creates_kills_kind_and_deletes_the_cluster() {
+    let bed = Bed::new();
+    bed.mode("hang");
+    let mut child = bed.faultlab(&["run", "configmap-missing", "--provider", "kind"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child_pid = bed.state.join("kind-create-child.pid");
+    wait_for("kind create to reach the control plane", Duration::from_secs(30), || child_pid.is_file() && std::fs::metadata(&child_pid).unwrap().len() > 0);
+    let kind_pid: i32 = std::fs::read_to_string(bed.state.join("kind-create.pid")).unwrap().trim().parse().unwrap();
+    let sleeper: i32 = std::fs::read_to_string(&child_pid).unwrap().trim().parse().unwrap();
+    let _leftovers = KillOnDrop(vec![kind_pid, sleeper]);
+    let name = bed.created_name();
+    assert_eq!(bed.clusters(), vec![name.clone()], "the node container exists");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("interrupted by SIGINT while creating the cluster"), "{stdout}");
+    let lines = bed.call_lines();
+    assert!(lines.last().unwrap().starts_with(&format!("kind delete cluster --name {name}")), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.starts_with("kind export logs")), "an interrupted run only tears down: {lines:#?}");
+    assert!(bed.clusters().is_empty());
+    // kind and what it started were killed with their process group.
+    wait_for("kind and its child to be gone", Duration::from_secs(5), || !alive(kind_pid) && !alive(sleeper));
+}
+
+/// Interrupt a run while it connects to the API (a listener that accepts and never answers).
+fn interrupted_while_connecting(signal: i32, name: &str, code: i32) {
+    let bed = Bed::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    std::fs::write(bed.state.join("server"), format!("https://{}", listener.local_addr().unwrap())).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(4) {
+            held.push(stream);
+            let _ = tx.send(());
+        }
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    let started = Instant::now();
+    let mut child = bed.faultlab(&["run", "configmap-missing", "--provider", "kind"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    rx.recv_timeout(Duration::from_secs(30)).expect("faultlab connects to the API server");
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert_eq!(status.code(), Some(code), "{stdout}");
+    assert!(stdout.contains(&format!("interrupted by {name} while connecting to the cluster")), "{stdout}");
+    // The connection attempt gives up after 15 s on its own; the signal ended it before that.
+    assert!(started.elapsed() < Duration::from_secs(14), "{:?}", started.elapsed());
+    let cluster = bed.created_name();
+    let lines = bed.call_lines();
+    assert!(lines.last().unwrap().starts_with(&format!("kind delete cluster --name {cluster}")), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.starts_with("kind export logs")), "{lines:#?}");
+    assert!(bed.clusters().is_empty());
+}
+
+#[test]
+fn sigint_mid_run_deletes_the_cluster() {
+    interrupted_while_connecting(libc::SIGINT, "SIGINT", 130);
+}
+
+#[test]
+fn sigterm_mid_run_deletes_the_cluster() {
+    interrupted_while_connecting(libc::SIGTERM, "SIGTERM", 143);
+}
+
+#[test]
+fn run_all_stops_after_the_interrupted_scenario() {
+    let bed = Bed::new();
+    bed.mode("hang");
+    let junit = bed.state.join("junit.xml");
+    let mut child = bed
+        .faultlab(&["run", "--all", "--provider", "kind", "--junit", junit.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child_pid = bed.state.join("kind-create-child.pid");
+    wait_for("the first kind create", Duration::from_secs(30), || child_pid.is_file() && std::fs::metadata(&child_pid).unwrap().len() > 0);
+    let pid = |f: &str| std::fs::read_to_string(bed.state.join(f)).unwrap().trim().parse::<i32>().unwrap();
+    let _leftovers = KillOnDrop(vec![pid("kind-create.pid"), pid("kind-create-child.pid")]);
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(30)).code(), Some(130));
+    let creates = bed.call_lines().iter().filter(|l| l.starts_with("kind create cluster")).count();
+    assert_eq!(creates, 1, "no scenario starts after Ctrl-C: {:#?}", bed.call_lines());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), 1, "the report covers what ran: {xml}");
+    assert!(bed.clusters().is_empty());
+}
+
+#[test]
+fn cleanup_deletes_stale_faultlab_clusters_by_label_and_age() {
+    let bed = Bed::new();
+    let hour = Duration::from_secs(3600);
+    bed.seed_cluster("faultlab-pause-missing-old01", 3 * hour);
+    bed.seed_cluster("faultlab-pause-missing-new01", Duration::from_secs(600));
+    bed.seed_cluster("faultlab-inotify-limit-live1", 3 * hour);
+    bed.seed_cluster("my-dev-cluster", 3 * hour);
+    // The live one's run is this test process.
+    let live = bed.faultlab_state.join("kind/faultlab-inotify-limit-live1");
+    std::fs::create_dir_all(&live).unwrap();
+    std::fs::write(live.join("owner"), format!("{}\n", std::process::id())).unwrap();
+
+    let out = bed.run(&["cleanup", "--older-than", "1h"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("deleted kind cluster: faultlab-pause-missing-old01"), "{stdout}");
+    assert!(stdout.contains(&format!("skipped kind cluster: faultlab-inotify-limit-live1 (its run is still running as pid {};", std::process::id())), "{stdout}");
+    assert_eq!(bed.clusters(), vec!["faultlab-inotify-limit-live1", "faultlab-pause-missing-new01", "my-dev-cluster"]);
+    let calls = bed.calls();
+    assert_eq!(calls[0], ["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"]);
+    assert_eq!(calls[1][..4], ["docker", "inspect", "--format", "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}"]);
+    assert_eq!(calls[1].len(), 4 + 4, "one ID per node container");
+    assert_eq!(calls[2], ["kind", "delete", "cluster", "--name", "faultlab-pause-missing-old01"]);
+    assert_eq!(calls.len(), 3);
+
+    // Without --older-than every faultlab cluster is stale; the live one still is not faultlab's to take.
+    let out = bed.run(&["cleanup"]);
+    assert!(out.status.success());
+    assert_eq!(bed.clusters(), vec!["faultlab-inotify-limit-live1", "my-dev-cluster"]);
+    let out = bed.run(&["cleanup", "--force"]);
+    assert!(out.status.success());
+    assert_eq!(bed.clusters(), vec!["my-dev-cluster"], "another tool's cluster is never touched");
+    assert!(!live.exists());
+    let out = bed.run(&["cleanup"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+}
+
+#[test]
+fn the_other_architecture_is_refused_for_runs_and_planned_in_full() {
+    let bed = Bed::new();
+    let other = other_arch().as_str();
+    let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--arch", other]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("kind cannot run {other} nodes on it (kind does not emulate another architecture)")), "{stdout}");
+    assert!(bed.calls().is_empty(), "nothing ran: {:#?}", bed.call_lines());
+
+    let out = bed.run(&["plan", "--all", "--provider", "kind", "--arch", other]);
+    assert!(out.status.success());
+    let plan = String::from_utf8_lossy(&out.stdout);
+    let scenarios = std::fs::read_dir(faultlab::scenario::default_dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count();
+    assert_eq!(plan.matches(&format!("(from kind-configs/{other}.yaml)")).count(), scenarios, "{plan}");
+    assert_eq!(plan.matches(&format!("platform kind-1.31-containerd-1.7-{other}")).count(), scenarios);
+    assert_eq!(plan.matches("kindest/node:v1.31.2@sha256:").count(), scenarios);
+    assert_eq!(plan.matches("\nhost kind delete cluster --name faultlab-").count(), scenarios);
+    assert!(bed.calls().is_empty(), "a plan runs nothing: {:#?}", bed.call_lines());
+}
+
+/// The provider through the library, where every step succeeds: create, nodes, a node command whose
+/// inner timeout ends it, log export and delete. The only test here that changes this process's PATH.
+#[tokio::test]
+async fn the_provider_contract_through_the_library() {
+    let bed = Bed::new();
+    // The other tests of this file give their children a PATH of their own, with their stand-ins first.
+    std::env::set_var("PATH", bed.path_env());
+    let kind = |keep: bool| Kind {
+        name: "faultlab-contract-lib01".into(),
+        arch: host_arch(),
+        configs_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("../kind-configs"),
+        workdir: bed.faultlab_state.join("kind/faultlab-contract-lib01"),
+        logs_dir: bed.faultlab_state.join("logs/faultlab-contract-lib01"),
+        keep,
+        needs: KindNeeds { disable_default_cni: true, ..Default::default() },
+    };
+    let rec = Recorder::default();
+    let k = kind(false);
+    let cluster = k.create(&rec, false).await.unwrap();
+    assert_eq!(cluster.platform, format!("kind-1.31-containerd-1.7-{}", host_arch().as_str()));
+    assert_eq!(cluster.context, "kind-faultlab-contract-lib01");
+    let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
+    assert!(kubeconfig.contains("current-context: kind-faultlab-contract-lib01"));
+    let create = &bed.calls()[0];
+    assert!(!create.iter().any(|a| a == "--wait"), "no default CNI: kind is not asked to wait for Ready: {create:?}");
+    let config = std::fs::read_to_string(bed.state.join("config-faultlab-contract-lib01.yaml")).unwrap();
+    assert!(config.contains("disableDefaultCNI: true"), "{config}");
+    assert_eq!(cluster.nodes.len(), 1);
+    let node = &cluster.nodes[0];
+    assert_eq!(node.name, "faultlab-contract-lib01-control-plane");
+    assert_eq!(cluster.nodes, k.nodes(&cluster, &rec, false).await.unwrap());
+
+    // A node command runs with `timeout` inside the node: the stand-in runs it here.
+    std::fs::write(bed.state.join("exec-runs-locally"), "").unwrap();
+    let access = NodeAccess::Docker { container: node.name.clone() };
+    let echo = faultlab::cmd::Cmd::new(["echo", "from the node"]);
+    let out = HostExecutor.run(&access.wrap(&echo), &echo, false).await.unwrap();
+    assert_eq!(out.stdout, "from the node\n");
+    let slow = faultlab::cmd::Cmd::new(["sleep", "30"]).timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let out = HostExecutor.run(&access.wrap(&slow), &slow, true).await.unwrap();
+    assert_eq!(out.status, 124, "timeout(1) ended it inside the node");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    k.export_logs(&cluster, &k.logs_dir, &rec, false).await.unwrap();
+    assert!(k.logs_dir.join("faultlab-contract-lib01-control-plane/containerd.log").is_file());
+    let kept = kind(true);
+    kept.delete(&cluster, &rec, false).await.unwrap();
+    assert_eq!(bed.clusters(), vec!["faultlab-contract-lib01"], "--keep deletes nothing");
+    assert!(rec.render().contains("delete it with `kind delete cluster --name faultlab-contract-lib01`"));
+    k.delete(&cluster, &rec, false).await.unwrap();
+    assert!(bed.clusters().is_empty());
+    assert!(!k.workdir.exists());
+    let err = k.nodes(&cluster, &rec, false).await.unwrap_err();
+    assert!(err.to_string().contains("has no node labelled io.x-k8s.kind.cluster=faultlab-contract-lib01"), "{err}");
+}
