@@ -120,6 +120,11 @@ pub struct PodGate {
     /// A pod condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<ConditionGate>,
+    /// Regular expression some container's termination message matches (its current or last
+    /// terminated state). With `terminationMessagePolicy: FallbackToLogsOnError` the kubelet puts the
+    /// tail of the container's log there, so an error only the log shows can be a gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_message: Option<String>,
 }
 
 /// A status condition: type, status and optionally reason.
@@ -317,6 +322,15 @@ fn validate(path: &Path, s: &Scenario) -> Result<(), ScenarioError> {
             field: format!("symptom.events[{i}].message"),
             source,
         })?;
+    }
+    for (field, gate) in [("symptom.pod", &s.symptom.pod), ("recovery.pod", &s.recovery.pod)] {
+        if let Some(pattern) = gate.as_ref().and_then(|g| g.termination_message.as_ref()) {
+            regex::Regex::new(pattern).map_err(|source| ScenarioError::BadPattern {
+                path: path.to_owned(),
+                field: format!("{field}.terminationMessage"),
+                source,
+            })?;
+        }
     }
     if s.symptom.pod.is_none() && s.symptom.node.is_none() && s.symptom.claim.is_none() {
         return Err(ScenarioError::NoGate { path: path.to_owned(), field: "symptom".into() });

@@ -51,6 +51,18 @@ pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
             return false;
         }
     }
+    if let Some(pattern) = &gate.termination_message {
+        // Validated when the scenario is loaded; an invalid pattern matches nothing.
+        let Ok(re) = regex::Regex::new(pattern) else { return false };
+        let all = containers.iter().chain(status.init_container_statuses.iter().flatten());
+        let matched = all
+            .flat_map(|c| [c.state.as_ref(), c.last_state.as_ref()])
+            .filter_map(|s| s?.terminated.as_ref()?.message.as_deref())
+            .any(|m| re.is_match(m));
+        if !matched {
+            return false;
+        }
+    }
     if let Some(cond) = &gate.condition {
         let conds = status.conditions.unwrap_or_default();
         if !conds.iter().any(|c| condition_matches(cond, &c.type_, &c.status, c.reason.as_deref())) {
@@ -203,6 +215,9 @@ pub fn gate_text(gate: &PodGate) -> String {
     if let Some(c) = &gate.condition {
         parts.push(format!("{}={}{}", c.type_, c.status, c.reason.as_ref().map(|r| format!("({r})")).unwrap_or_default()));
     }
+    if let Some(m) = &gate.termination_message {
+        parts.push(format!("terminationMessage=~/{m}/"));
+    }
     parts.join(" ")
 }
 
@@ -234,6 +249,23 @@ mod tests {
         let mut terminating = creating.clone();
         terminating.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
         assert!(!pod_matches(&terminating, &gate), "a terminating pod never satisfies a gate");
+    }
+
+    #[test]
+    fn termination_message_gate_reads_the_last_terminated_state() {
+        let crashing = pod(serde_json::json!({
+            "metadata": {"name": "web-1"},
+            "status": {"phase": "Running",
+                "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 2,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": "inotifyd: inotify_init: Too many open files\n"}}}]}
+        }));
+        let gate = PodGate { waiting: Some("CrashLoopBackOff".into()), termination_message: Some("Too many open files".into()), ..Default::default() };
+        assert!(pod_matches(&crashing, &gate));
+        assert!(!pod_matches(&crashing, &PodGate { termination_message: Some("default route".into()), ..Default::default() }));
+        assert!(gate_text(&gate).ends_with("terminationMessage=~/Too many open files/"), "{}", gate_text(&gate));
+        let fresh = pod(serde_json::json!({"metadata": {"name": "web-2"}, "status": {"phase": "Pending"}}));
+        assert!(!pod_matches(&fresh, &gate), "no terminated state, no match");
     }
 
     #[test]

@@ -1,0 +1,177 @@
+//! default-route: the node has no default route, and flannel cannot choose its interface.
+//!
+//! Source: "Kubernetes管控节点Pods创建 CreateContainerError" (k8s_master_pod_create_error): after a
+//! reboot the node's default-route interface (wlan0) stayed down, and kube-flannel crash-looped with
+//! `Failed to find any valid interface to use: failed to get default interface: Unable to find default
+//! route`. Fix: bring the network back (`netplan apply`), so the default route is there again.
+//!
+//! The fault deletes the default route inside the node only (on the test bed the node is its own
+//! network namespace; on kind the node container), never on the host. The route to restore is the node
+//! profile's gateway and device where it has them (test bed), else what `ip route show default` prints
+//! on the node during inject (kind); it is journalled before the route is deleted. The fix puts it back
+//! with `ip route replace`, which is idempotent. The kubelet reaches the API server on-link, so the node
+//! stays Ready meanwhile.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, Fault, FaultError};
+use crate::cmd::Cmd;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultRoute {
+    /// The default route found at inject: gateway and device. Shared by clones: the runner calls
+    /// inject and fix on clones of the scenario's fault.
+    #[serde(skip)]
+    route: Arc<Mutex<Option<(String, String)>>>,
+}
+
+/// `ip route replace default via GATEWAY dev DEVICE`.
+pub fn replace(gateway: &str, device: &str) -> Cmd {
+    Cmd::new(["ip", "route", "replace", "default", "via", gateway, "dev", device])
+}
+
+/// Gateway and device of the first `default via G dev D ...` line of `ip route show default`.
+pub fn parse_default(text: &str) -> Option<(String, String)> {
+    text.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() != Some(&"default") {
+            return None;
+        }
+        let after = |key: &str| words.windows(2).find(|w| w[0] == key).map(|w| w[1].to_string());
+        Some((after("via")?, after("dev")?))
+    })
+}
+
+impl DefaultRoute {
+    /// The node's default route: from the profile if it names gateway and device, else as the node shows it.
+    async fn current(&self, ctx: &Ctx) -> Result<(String, String), FaultError> {
+        let p = &ctx.node.profile;
+        if let (Some(g), Some(d)) = (&p.gateway, &p.gateway_device) {
+            return Ok((g.clone(), d.clone()));
+        }
+        let out = ctx.run("read-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
+        if ctx.dry_run {
+            return Ok(("<gateway>".into(), p.gateway_device.clone().unwrap_or_else(|| "<device>".into())));
+        }
+        parse_default(&out.stdout).ok_or_else(|| FaultError::Check {
+            step: "read-default-route".into(),
+            message: format!("node {} has no `default via ... dev ...` route to take away: {:?}", ctx.node.name(), out.stdout.trim()),
+        })
+    }
+}
+
+#[async_trait]
+impl Fault for DefaultRoute {
+    fn fix_steps(&self) -> &'static [&'static str] {
+        &["restore-default-route"]
+    }
+
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let (gateway, device) = self.current(ctx).await?;
+        ctx.undo_on_node(&format!("restore the default route via {gateway} dev {device}"), replace(&gateway, &device))?;
+        *self.route.lock().unwrap() = Some((gateway, device));
+        ctx.note("delete the node's default route (inside the node, not on the host)");
+        ctx.run("delete-default-route", Cmd::new(["ip", "route", "del", "default"])).await?;
+        ctx.note("flannel looks for the default route when it starts: restart it");
+        ctx.restart_target("restart-workload").await
+    }
+
+    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let out = ctx.run("check-no-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
+        if !out.stdout.trim().is_empty() {
+            return Err(FaultError::Check { step: "check-no-default-route".into(), message: format!("the node still has {:?}", out.stdout.trim()) });
+        }
+        Ok(())
+    }
+
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        match step {
+            "restore-default-route" => {
+                let saved = self.route.lock().unwrap().clone();
+                let (gateway, device) = match saved {
+                    Some(r) => r,
+                    None => self.current(ctx).await?,
+                };
+                // `replace` adds the route, or leaves it as it is: the step is idempotent.
+                ctx.run(step, replace(&gateway, &device)).await.map(|_| ())
+            }
+            _ => Err(FaultError::UnknownStep { fault: "default-route", step: step.into() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Output;
+    use crate::faults::testing::ctx;
+    use crate::journal::Undo;
+
+    #[tokio::test]
+    async fn inject_journals_the_profile_route_then_deletes_it_in_the_node() {
+        let (ctx, fake) = ctx();
+        let fault = DefaultRoute::default();
+        fault.inject(&ctx).await.unwrap();
+        assert_eq!(fake.lines(), vec!["ip netns exec faultlab-node timeout -k 5 60 ip route del default"]);
+        let entries = ctx.journal.snapshot().entries;
+        assert_eq!(entries.len(), 1);
+        assert!(
+            matches!(&entries[0].undo, Undo::Node { cmd, .. } if cmd.argv == ["ip", "route", "replace", "default", "via", "10.213.0.1", "dev", "fl-node"]),
+            "{:?}",
+            entries[0].undo
+        );
+        let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+        fault.fix("restore-default-route", &ctx).await.unwrap();
+        assert_eq!(fake.lines()[1], "ip netns exec faultlab-node timeout -k 5 60 ip route replace default via 10.213.0.1 dev fl-node");
+        assert!(fault.fix("netplan", &ctx).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn without_a_profile_gateway_the_route_is_read_on_the_node() {
+        let (mut ctx, fake) = ctx();
+        ctx.node.profile.gateway = None;
+        fake.respond("ip route show default", Output { status: 0, stdout: "default via 172.18.0.1 dev eth0 \n".into(), stderr: String::new() });
+        let fault = DefaultRoute::default();
+        fault.clone().inject(&ctx).await.unwrap();
+        // The route came back down: the fix (on another clone, as the runner does) restores what was read.
+        fake.respond("ip route show default", Output::default());
+        fault.clone().fix("restore-default-route", &ctx).await.unwrap();
+        let lines = fake.lines();
+        assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 ip route show default");
+        assert_eq!(lines[1], "ip netns exec faultlab-node timeout -k 5 60 ip route del default");
+        assert_eq!(lines[2], "ip netns exec faultlab-node timeout -k 5 60 ip route replace default via 172.18.0.1 dev eth0");
+        let undo = &ctx.journal.snapshot().entries[0].undo;
+        assert!(matches!(undo, Undo::Node { cmd, .. } if cmd.argv == ["ip", "route", "replace", "default", "via", "172.18.0.1", "dev", "eth0"]), "{undo:?}");
+    }
+
+    #[tokio::test]
+    async fn no_route_to_take_away_is_an_error_before_any_change() {
+        let (mut ctx, fake) = ctx();
+        ctx.node.profile.gateway = None;
+        fake.respond("ip route show default", Output::default());
+        assert!(DefaultRoute::default().inject(&ctx).await.is_err());
+        assert!(ctx.journal.snapshot().entries.is_empty());
+        assert_eq!(fake.lines().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn verify_fails_while_a_default_route_is_there() {
+        let (ctx, fake) = ctx();
+        fake.respond("ip route show default", Output { status: 0, stdout: "default via 10.213.0.1 dev fl-node\n".into(), stderr: String::new() });
+        assert!(DefaultRoute::default().verify_injected(&ctx).await.is_err());
+    }
+
+    #[test]
+    fn parses_default_routes() {
+        assert_eq!(parse_default("default via 198.18.213.1 dev fl-node0 \n"), Some(("198.18.213.1".into(), "fl-node0".into())));
+        assert_eq!(parse_default("default via 172.18.0.1 dev eth0 proto dhcp src 172.18.0.2 metric 100"), Some(("172.18.0.1".into(), "eth0".into())));
+        assert_eq!(parse_default("10.0.0.0/8 dev eth0\n"), None);
+        assert_eq!(parse_default("default dev wg0 scope link"), None, "no gateway: nothing this fault can restore");
+    }
+}
