@@ -23,5 +23,6 @@ pub mod scenario;
 pub mod snapshot;
 pub mod suite;
 pub mod testbed;
+pub mod training;
 pub mod vars;
 pub mod wait;

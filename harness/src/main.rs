@@ -11,6 +11,7 @@ use faultlab::record::Recorder;
 use faultlab::report::{ScenarioReport, SuiteReport};
 use faultlab::scenario::{self, Loaded};
 use faultlab::suite::{self, ProviderChoice};
+use faultlab::training;
 
 #[derive(Parser)]
 #[command(name = "faultlab", version, about = "Reproduce documented Kubernetes faults, assert their events, prove the documented fix")]
@@ -99,6 +100,49 @@ enum Command {
     },
     /// Print the scenario format's JSON Schema.
     Schema,
+    /// Training: break the cluster, show the symptom, and leave it broken for you to fix.
+    Train {
+        scenario: String,
+        #[command(flatten)]
+        provider: ProviderOpts,
+        /// Allow training on this context, which faultlab did not create.
+        #[arg(long, value_name = "CONTEXT")]
+        allow_existing: Option<String>,
+    },
+    /// Training: the next hint, each closer to the answer.
+    Hint {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Training: is it fixed? Says what still fails; once fixed, the time it took and hints used.
+    Check {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Wait up to this long for the fix to take hold (watch-based), e.g. 2m.
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Training: show the documented fix and its source; --apply carries it out.
+    Solution {
+        #[command(flatten)]
+        session: SessionArg,
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Training: restore everything the session changed, through its journal, and close it.
+    Reset {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Training: list open sessions.
+    Sessions,
+}
+
+#[derive(clap::Args, Clone)]
+struct SessionArg {
+    /// The training session (default: the only one open).
+    #[arg(long, env = "FAULTLAB_SESSION")]
+    session: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -239,6 +283,71 @@ async fn main() -> Result<()> {
                 Some(_) => std::process::exit(128 + libc::SIGINT),
                 None if !suite.passed() => std::process::exit(1),
                 None => {}
+            }
+        }
+        Command::Train { scenario: name, provider, allow_existing } => {
+            let choice = choose(&provider, true)?;
+            let s = scenario::find(&dir, &name)?;
+            let rec_phase = Recorder::default();
+            let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"));
+            let session = training::train(&s, &choice, allow_existing.as_deref()).await;
+            ticker.abort();
+            let session = session?;
+            print!("{}", training::on_call_view(&session).await?);
+            println!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
+        }
+        Command::Hint { session } => {
+            let mut s = training::Session::find(session.session.as_deref())?;
+            match training::hint(&mut s)? {
+                Some(h) => println!("hint {}: {h}", s.hints_used),
+                None => println!("no more hints; `faultlab solution` shows the documented fix"),
+            }
+        }
+        Command::Check { session, wait } => {
+            let mut s = training::Session::find(session.session.as_deref())?;
+            let verdict = training::check(&mut s, wait).await?;
+            if verdict.fixed {
+                let solved = s.solved.clone().expect("recorded when fixed");
+                println!(
+                    "FIXED: {} recovered in {} ({:.1}s) with {} hint(s){}",
+                    s.scenario,
+                    faultlab::duration::format(Duration::from_secs(solved.seconds as u64)),
+                    solved.seconds,
+                    solved.hints_used,
+                    if solved.solution_shown { " and the solution shown" } else { "" }
+                );
+                println!("`faultlab reset` restores the cluster and closes the session.");
+            } else {
+                println!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
+                for f in &verdict.failing {
+                    println!("  - {}", f.replace('\n', "\n    "));
+                }
+                std::process::exit(1);
+            }
+        }
+        Command::Solution { session, apply } => {
+            let mut s = training::Session::find(session.session.as_deref())?;
+            print!("{}", training::solution(&mut s, apply).await?);
+        }
+        Command::Reset { session } => {
+            let s = training::Session::find(session.session.as_deref())?;
+            let errors = training::reset(&s).await?;
+            if errors.is_empty() {
+                println!("session {} reset: everything it changed is restored", s.id);
+            } else {
+                for e in &errors {
+                    eprintln!("error: {e}");
+                }
+                bail!("reset left {} undo step(s) failing; the session stays open (run `faultlab reset` again)", errors.len());
+            }
+        }
+        Command::Sessions => {
+            for s in training::Session::all() {
+                let state = match &s.solved {
+                    Some(x) => format!("fixed in {:.0}s", x.seconds),
+                    None => "open".into(),
+                };
+                println!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
             }
         }
         Command::Cleanup { force, older_than } => {

@@ -106,6 +106,8 @@ pub fn random_suffix(len: usize) -> String {
 /// One scenario's run on one cluster and node.
 pub struct Run {
     pub scenario: Loaded,
+    /// The fault, one instance for the whole run: what it learns in one phase it keeps for the next.
+    pub fault: Arc<crate::faults::FaultSpec>,
     pub namespace: String,
     pub ctx: Arc<Ctx>,
     pub client: Option<kube::Client>,
@@ -139,7 +141,7 @@ impl Run {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn build(scenario: Loaded, namespace: String, node: NodeProfile, kube: Kube, exec: Arc<dyn Executor>, journal: Journal, client: Option<kube::Client>, dry_run: bool) -> Run {
+    pub(crate) fn build(scenario: Loaded, namespace: String, node: NodeProfile, kube: Kube, exec: Arc<dyn Executor>, journal: Journal, client: Option<kube::Client>, dry_run: bool) -> Run {
         let access = node.access().expect("node profiles are validated to have access");
         let vars = Vars::new(&namespace, &node);
         let ctx = Ctx {
@@ -151,7 +153,8 @@ impl Run {
             vars,
             dry_run,
         };
-        Run { scenario, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
+        let fault = Arc::new(scenario.scenario.fault.clone());
+        Run { scenario, fault, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
     }
 
     fn rec(&self) -> &Recorder {
@@ -185,7 +188,7 @@ impl Run {
             Undo::DeleteObject { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: self.namespace.clone() },
         )?;
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
-        s.fault.fault().prepare(&ctx).await.map_err(|e| RunError::Setup(Box::new(e)))?;
+        self.fault.fault().prepare(&ctx).await.map_err(|e| RunError::Setup(Box::new(e)))?;
         for text in self.scenario.manifest_texts()? {
             let text = ctx.vars.text(&text);
             ctx.kube.apply_manifest(&self.namespace, &text).await?;
@@ -208,7 +211,7 @@ impl Run {
         } else {
             self.rec().push(Channel::Wait, format!("watch /api/v1/namespaces/{}/events and events of node {}", self.namespace, self.ctx.node.name()));
         }
-        let fault = self.scenario.scenario.fault.clone();
+        let fault = self.fault.clone();
         fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
         fault.fault().verify_injected(&self.ctx).await.map_err(RunError::Inject)?;
         self.end(Phase::Inject);
@@ -237,10 +240,11 @@ impl Run {
     /// Apply the documented fix, step by step in the document's order.
     pub async fn fix(&mut self) -> Result<(), RunError> {
         self.begin(Phase::Fix);
-        let s = self.scenario.scenario.clone();
-        for step in &s.fix {
+        let steps = self.scenario.scenario.fix.clone();
+        let fault = self.fault.clone();
+        for step in &steps {
             self.ctx.note(format!("fix {}: {}", step.step, step.doc.trim()));
-            s.fault.fault().fix(&step.step, &self.ctx).await.map_err(|source| RunError::Fix { step: step.step.clone(), source })?;
+            fault.fault().fix(&step.step, &self.ctx).await.map_err(|source| RunError::Fix { step: step.step.clone(), source })?;
         }
         self.end(Phase::Fix);
         Ok(())

@@ -297,7 +297,8 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Opt
 }
 
 /// What a scenario may touch on a node, as text: images, routes, the inotify budget, kubelet's extra
-/// flags and CPU manager state. Equal before and after a run means the node was restored.
+/// flags, CPU manager state, and containerd's disk (its size and what lies at its top). Equal before
+/// and after a run means the node was restored.
 pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
     let access = node.access().expect("validated");
     let ctr = crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv);
@@ -305,11 +306,23 @@ pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdErr
     let script = format!(
         "echo '# images'; {ctr} | sort; echo '# routes'; ip route | sed 's/ linkdown//'; echo '# fs.inotify.max_user_instances'; \
          cat /proc/sys/fs/inotify/max_user_instances; echo '# kubelet extra flags'; cat {flags} 2>/dev/null; \
-         echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo",
+         echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo; \
+         echo '# containerd disk'; stat -f -c '%b blocks of %S bytes' {disk}; ls -A {disk}",
         flags = shell_words::quote(&flags),
         state = shell_words::quote(&node.cpu_manager_state().display().to_string()),
+        disk = shell_words::quote(node.disk.as_ref().map(|d| d.mountpoint.as_str()).unwrap_or(node.containerd.root.as_str())),
     );
     let cmd = crate::cmd::Cmd::shell(script);
     let out = crate::cmd::run_host(&access.wrap(&cmd), None, crate::node::NodeAccess::host_timeout(&cmd), false).await?;
     Ok(out.stdout)
+}
+
+/// The test bed's description for trials that need it, or why there is none (the trial is then reported
+/// ignored with this reason).
+pub fn require_testbed(what: &str) -> Result<PathBuf, String> {
+    match detect() {
+        Ok(ProviderChoice::Existing { description }) => Ok(description),
+        Ok(ProviderChoice::Kind { .. }) => Err(format!("{what} run on the test bed or an existing cluster; kind is not covered")),
+        Err(reason) => Err(reason),
+    }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use faultlab::journal::Journal;
 use faultlab::node::NodeProfile;
-use faultlab::suite::{self, ProviderChoice};
+use faultlab::suite;
 use faultlab::testbed::TestBed;
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -18,11 +18,7 @@ const SCENARIO: &str = "pause-missing";
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
-    let bed = match suite::detect() {
-        Ok(ProviderChoice::Existing { description }) => Ok(description),
-        Ok(ProviderChoice::Kind { .. }) => Err("these trials read node state through the test bed's description; kind is not covered".to_string()),
-        Err(reason) => Err(reason),
-    };
+    let bed = suite::require_testbed("these trials");
     if let Err(reason) = &bed {
         eprintln!("teardown trials ignored: {reason}");
     }

@@ -4,28 +4,39 @@
 //! `configmap "..." not found`; the pod stays ContainerCreating. Fix: restart the controller that owns
 //! the ConfigMap, which recreates it. faultlab recreates it as that controller would on start.
 
-use std::sync::Mutex;
-
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use super::{Ctx, Fault, FaultError};
+use crate::journal::Undo;
 
-#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigmapMissing {
     /// The ConfigMap to delete; it must be part of the workload.
     pub config_map: String,
-    /// The copy the owning controller would write again.
-    #[serde(skip)]
-    saved: Mutex<Option<ConfigMap>>,
 }
 
-impl Clone for ConfigmapMissing {
-    fn clone(&self) -> Self {
-        ConfigmapMissing { config_map: self.config_map.clone(), saved: Mutex::new(self.saved.lock().unwrap().clone()) }
+impl ConfigmapMissing {
+    /// The copy the owning controller would write again: kept in the journal (as the undo), so a fix
+    /// applied by another process (`faultlab solution --apply`) writes the same data.
+    fn saved(&self, ctx: &Ctx) -> Value {
+        let journal = ctx.journal.snapshot();
+        journal
+            .entries
+            .iter()
+            .find_map(|e| match &e.undo {
+                Undo::CreateObject { object, .. }
+                    if object["kind"] == "ConfigMap" && object["metadata"]["name"] == self.config_map.as_str() =>
+                {
+                    Some(object.clone())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.config_map}}))
     }
 }
 
@@ -35,9 +46,11 @@ impl Fault for ConfigmapMissing {
         &["recreate-configmap"]
     }
 
+    fn touches_node(&self) -> bool {
+        false
+    }
+
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        // Keep what the controller would write, then delete it. The namespace is journalled for deletion
-        // at setup, so nothing outside it needs an undo.
         let current: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("save-configmap"))?;
         if current.is_none() && !ctx.dry_run {
             return Err(FaultError::Check {
@@ -45,35 +58,37 @@ impl Fault for ConfigmapMissing {
                 message: format!("ConfigMap {} is not in namespace {}; the workload must create it", self.config_map, ctx.namespace),
             });
         }
-        *self.saved.lock().unwrap() = current.map(|mut cm| {
-            cm.metadata = kube::api::ObjectMeta {
-                name: cm.metadata.name.take(),
-                labels: cm.metadata.labels.take(),
-                annotations: cm.metadata.annotations.take(),
-                ..Default::default()
-            };
-            cm
+        let cm = current.unwrap_or_default();
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.config_map, "labels": cm.metadata.labels, "annotations": cm.metadata.annotations},
+            "data": cm.data,
+            "binaryData": cm.binary_data,
         });
+        // Journalled before the deletion: the undo writes it again, and the fix reads it from here.
+        ctx.journal.record(
+            format!("re-create ConfigMap {}", self.config_map),
+            Undo::CreateObject { namespace: Some(ctx.namespace.clone()), object },
+        )?;
         let ar = crate::kube_ops::resource("v1", "ConfigMap");
         ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("delete-configmap"))?;
         ctx.note("pods started from now on cannot mount it: restart the workload");
         ctx.restart_target("restart-workload").await
     }
 
+    async fn verify_fixed(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let found: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("check-configmap"))?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(FaultError::Check { step: "check-configmap".into(), message: format!("ConfigMap {} is still missing", self.config_map) }),
+        }
+    }
+
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
-            "recreate-configmap" => {
-                let saved = self.saved.lock().unwrap().clone();
-                let cm = saved.unwrap_or_else(|| ConfigMap {
-                    metadata: kube::api::ObjectMeta { name: Some(self.config_map.clone()), ..Default::default() },
-                    ..Default::default()
-                });
-                // Creating a ConfigMap that exists already succeeds: the step is idempotent.
-                ctx.kube
-                    .create(Some(&ctx.namespace), &cm, &self.config_map)
-                    .await
-                    .map_err(Ctx::api_err(step))
-            }
+            // Creating a ConfigMap that exists already succeeds: the step is idempotent.
+            "recreate-configmap" => ctx.kube.create_object(Some(&ctx.namespace), self.saved(ctx)).await.map(drop).map_err(Ctx::api_err(step)),
             _ => Err(FaultError::UnknownStep { fault: "configmap-missing", step: step.into() }),
         }
     }
@@ -88,7 +103,7 @@ mod tests {
     async fn plan_deletes_restarts_and_recreates() {
         let (mut ctx, fake) = ctx();
         ctx.dry_run = true;
-        let fault = ConfigmapMissing { config_map: "app-config".into(), ..Default::default() };
+        let fault = ConfigmapMissing { config_map: "app-config".into() };
         fault.inject(&ctx).await.unwrap();
         fault.fix("recreate-configmap", &ctx).await.unwrap();
         let api: Vec<String> = ctx.rec().entries().into_iter().filter(|e| e.channel == crate::record::Channel::Api).map(|e| e.line).collect();
@@ -102,13 +117,15 @@ mod tests {
             ]
         );
         assert!(fake.lines().is_empty(), "no node command");
+        let journal = ctx.journal.snapshot();
+        assert!(matches!(&journal.entries[0].undo, Undo::CreateObject { namespace: Some(ns), .. } if ns == "fl-test"), "the copy is journalled first");
     }
 
     #[tokio::test]
     async fn refuses_when_the_workload_has_no_such_configmap() {
         let (ctx, _) = ctx();
         // Not a dry run, and the API has nothing: a scenario mistake, reported as such.
-        let err = ConfigmapMissing { config_map: "nope".into(), ..Default::default() }.inject(&ctx).await.unwrap_err();
+        let err = ConfigmapMissing { config_map: "nope".into() }.inject(&ctx).await.unwrap_err();
         assert!(err.to_string().contains("ConfigMap nope is not in namespace fl-test"), "{err}");
     }
 }

@@ -137,6 +137,17 @@ pub trait Fault: Send + Sync {
         Ok(())
     }
 
+    /// Check on the node or API that the fault itself is gone, not just its symptom (default: nothing
+    /// beyond the recovery gates). `faultlab check` uses it to tell a real fix from a workaround.
+    async fn verify_fixed(&self, _ctx: &Ctx) -> Result<(), FaultError> {
+        Ok(())
+    }
+
+    /// Does the fault act on the node (so one training session at a time per node)? Default: yes.
+    fn touches_node(&self) -> bool {
+        true
+    }
+
     /// Apply one documented fix step. Idempotent: a step whose effect is already there succeeds.
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError>;
 }

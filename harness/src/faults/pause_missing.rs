@@ -111,6 +111,15 @@ impl Fault for PauseMissing {
         Ok(())
     }
 
+    async fn verify_fixed(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let image = Self::image(ctx);
+        let out = ctx.run("check-image-back", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
+        if !out.stdout.lines().any(|l| l.trim() == image) {
+            return Err(FaultError::Check { step: "check-image-back".into(), message: format!("the sandbox image {image} is still missing from the node") });
+        }
+        Ok(())
+    }
+
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
             "unpack-node-package" => ctx.run(step, self.unpack(ctx)?).await.map(|_| ()),

@@ -1,0 +1,451 @@
+//! The training sandbox: break a cluster, show the symptom as an on-call engineer would see it, let a
+//! person diagnose and fix it by hand, then check and time the fix.
+//!
+//! A session lives in one file (`<state dir>/training/<id>.json`), so the commands work across shells;
+//! several people can train at once, each in their own namespace (faults that act on the node take the
+//! node for themselves). Teardown goes through the same journal as any run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::datafile::ApiVersion;
+use crate::journal::{self, ClusterRef, Journal};
+use crate::kube_ops::Kube;
+use crate::node::{HostExecutor, NodeProfile};
+use crate::provider::existing::Existing;
+use crate::provider::{check_safety, Provider};
+use crate::record::Recorder;
+use crate::runner::{Run, RunError};
+use crate::scenario::{self, Loaded};
+use crate::suite::ProviderChoice;
+use crate::wait;
+
+#[derive(Debug, Error)]
+pub enum TrainingError {
+    #[error("no training session: start one with `faultlab train <scenario>`")]
+    NoSession,
+    #[error("several training sessions are open ({}); name one with --session or FAULTLAB_SESSION", .0.join(", "))]
+    WhichSession(Vec<String>),
+    #[error("no training session {0:?} (open: {1})")]
+    UnknownSession(String, String),
+    #[error("session {other} is already training on node {node} of context {context}; reset it first, or train on another cluster")]
+    NodeBusy { other: String, node: String, context: String },
+    #[error("cannot read or write session file {}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("session file {} is damaged: {source}", path.display())]
+    Decode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("training needs the test bed or an existing cluster here (--provider existing): {0}")]
+    Provider(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error(transparent)]
+    Api(#[from] crate::kube_ops::KubeError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A controller of the workload, as it was when the session began.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Controller {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// A solved session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Solved {
+    pub seconds: f64,
+    pub hints_used: usize,
+    pub solution_shown: bool,
+}
+
+/// Everything a training session needs, in one file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub api_version: ApiVersion,
+    pub kind: String,
+    pub id: String,
+    pub scenario: String,
+    pub scenario_path: PathBuf,
+    pub namespace: String,
+    pub cluster: ClusterRef,
+    pub node: NodeProfile,
+    pub journal: PathBuf,
+    /// When the symptom was shown: the clock starts here (unix seconds).
+    pub started: f64,
+    pub hints_used: usize,
+    pub solution_shown: bool,
+    pub controllers: Vec<Controller>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solved: Option<Solved>,
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+pub fn sessions_dir() -> PathBuf {
+    journal::state_dir().join("training")
+}
+
+impl Session {
+    pub fn path(&self) -> PathBuf {
+        sessions_dir().join(format!("{}.json", self.id))
+    }
+
+    pub fn save(&self) -> Result<(), TrainingError> {
+        let path = self.path();
+        let dir = sessions_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| TrainingError::File { path: dir, source })?;
+        let text = serde_json::to_string_pretty(self).expect("session serialises");
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|source| TrainingError::File { path, source })
+    }
+
+    fn read(path: &Path) -> Result<Session, TrainingError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TrainingError::File { path: path.to_owned(), source })?;
+        serde_json::from_str(&text).map_err(|source| TrainingError::Decode { path: path.to_owned(), source })
+    }
+
+    /// Every open session.
+    pub fn all() -> Vec<Session> {
+        let mut v: Vec<Session> = std::fs::read_dir(sessions_dir())
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).filter_map(|p| Session::read(&p).ok()).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// The session named (by `--session` or `FAULTLAB_SESSION`), or the only one open.
+    pub fn find(id: Option<&str>) -> Result<Session, TrainingError> {
+        let all = Session::all();
+        let ids: Vec<String> = all.iter().map(|s| s.id.clone()).collect();
+        match id {
+            Some(id) => all.into_iter().find(|s| s.id == id).ok_or_else(|| TrainingError::UnknownSession(id.into(), ids.join(", "))),
+            None => match all.len() {
+                0 => Err(TrainingError::NoSession),
+                1 => Ok(all.into_iter().next().expect("one")),
+                _ => Err(TrainingError::WhichSession(ids)),
+            },
+        }
+    }
+
+    fn loaded(&self) -> Result<Loaded, TrainingError> {
+        Ok(scenario::load(&self.scenario_path)?)
+    }
+
+    async fn client(&self) -> Result<kube::Client, TrainingError> {
+        Ok(crate::kube_ops::connect(&self.cluster.kubeconfig, &self.cluster.context).await?)
+    }
+
+    /// A run over the session's namespace and journal, for checks and fixes.
+    async fn resume(&self, rec: Recorder) -> Result<(Run, kube::Client), TrainingError> {
+        let client = self.client().await?;
+        let journal = Journal::open(&self.journal).map_err(RunError::from)?;
+        let run = Run::build(
+            self.loaded()?,
+            self.namespace.clone(),
+            self.node.clone(),
+            Kube::new(client.clone(), rec),
+            std::sync::Arc::new(HostExecutor),
+            journal,
+            Some(client.clone()),
+            false,
+        );
+        Ok((run, client))
+    }
+}
+
+/// `faultlab train`: set up, inject, wait for the symptom, record the session, and leave it broken.
+pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>) -> Result<Session, TrainingError> {
+    let ProviderChoice::Existing { description } = choice else {
+        return Err(TrainingError::Provider("kind clusters for trainees are not supported yet".into()));
+    };
+    let rec = Recorder::default();
+    let provider = Existing { description: description.clone() };
+    let cluster = provider.create(&rec, false).await.map_err(|e| TrainingError::Provider(e.to_string()))?;
+    check_safety(&cluster, allow_existing).map_err(|e| TrainingError::Other(e.to_string()))?;
+    let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::Other(format!("context {} lists no node", cluster.context)))?;
+    if loaded.scenario.fault.fault().touches_node() {
+        for other in Session::all() {
+            let other_touches = scenario::load(&other.scenario_path).map(|s| s.scenario.fault.fault().touches_node()).unwrap_or(true);
+            if other.cluster.context == cluster.context && other.node.name == node.name && other_touches {
+                return Err(TrainingError::NodeBusy { other: other.id, node: node.name, context: cluster.context });
+            }
+        }
+    }
+    let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await?;
+    let mut run = Run::new(loaded.clone(), &cluster, node.clone(), client.clone(), &journal::journal_dir(), rec)?;
+    let broken = async {
+        run.setup().await?;
+        run.inject().await?;
+        run.await_symptom().await
+    }
+    .await;
+    if let Err(e) = broken {
+        let undo = run.teardown().await;
+        let mut msg = format!("the scenario could not be set up for training: {e}");
+        for u in undo {
+            msg.push_str(&format!("\n  teardown: {u}"));
+        }
+        return Err(TrainingError::Other(msg));
+    }
+    if let Some(log) = &run.events {
+        log.stop();
+    }
+    let controllers = controllers(&client, &run.namespace).await?;
+    let session = Session {
+        api_version: ApiVersion::V1alpha1,
+        kind: "TrainingSession".into(),
+        id: run.namespace.clone(),
+        scenario: loaded.name().into(),
+        scenario_path: loaded.path.canonicalize().unwrap_or_else(|_| loaded.path.clone()),
+        namespace: run.namespace.clone(),
+        cluster: run.journal().snapshot().cluster,
+        node,
+        journal: run.journal().path().map(Path::to_path_buf).unwrap_or_default(),
+        started: now(),
+        hints_used: 0,
+        solution_shown: false,
+        controllers,
+        solved: None,
+    };
+    session.save()?;
+    Ok(session)
+}
+
+async fn controllers(client: &kube::Client, ns: &str) -> Result<Vec<Controller>, TrainingError> {
+    let mut out = Vec::new();
+    let lp = ListParams::default();
+    let err = |what: &'static str| move |source| crate::kube_ops::KubeError::Call { verb: "list", what: what.into(), source };
+    for d in Api::<Deployment>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("deployments"))? {
+        out.push(Controller { kind: "Deployment".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+    }
+    for d in Api::<StatefulSet>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("statefulsets"))? {
+        out.push(Controller { kind: "StatefulSet".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+    }
+    for d in Api::<DaemonSet>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("daemonsets"))? {
+        out.push(Controller { kind: "DaemonSet".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+    }
+    out.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    Ok(out)
+}
+
+fn age(ts: Option<&k8s_openapi::jiff::Timestamp>) -> String {
+    let Some(ts) = ts else { return "<unknown>".into() };
+    let secs = (k8s_openapi::jiff::Timestamp::now().as_second() - ts.as_second()).max(0) as u64;
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        _ => format!("{}h", secs / 3600),
+    }
+}
+
+fn pod_status(p: &Pod) -> String {
+    if p.metadata.deletion_timestamp.is_some() {
+        return "Terminating".into();
+    }
+    let st = p.status.clone().unwrap_or_default();
+    for c in st.container_statuses.iter().flatten() {
+        if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.clone()) {
+            return w;
+        }
+        if let Some(t) = c.state.as_ref().and_then(|s| s.terminated.as_ref()).and_then(|t| t.reason.clone()) {
+            return t;
+        }
+    }
+    if let Some(c) = st.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False") {
+        return c.reason.clone().unwrap_or_else(|| "Pending".into());
+    }
+    st.phase.unwrap_or_default()
+}
+
+/// What a person on call would see: `kubectl get pods` and the events of `kubectl describe pod`.
+pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
+    let client = session.client().await?;
+    let loaded = session.loaded()?;
+    let ns = &session.namespace;
+    let selector = &loaded.scenario.workload.target.selector;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(selector)).await.map_err(|source| crate::kube_ops::KubeError::Call { verb: "list", what: "pods".into(), source })?;
+    let mut out = String::new();
+    out.push_str(&format!("Scenario {} is broken on context {} (session {}).\n", session.scenario, session.cluster.context, session.id));
+    out.push_str("Find out what is wrong and fix it. The fix is not shown unless you ask (`faultlab solution`).\n\n");
+    out.push_str(&format!("  export KUBECONFIG={}\n  kubectl config use-context {}\n", session.cluster.kubeconfig.display(), session.cluster.context));
+    match session.node.access() {
+        Some(crate::node::NodeAccess::Netns { netns }) => out.push_str(&format!("  ip netns exec {netns} bash      # a shell on node {}\n", session.node.name)),
+        Some(crate::node::NodeAccess::Docker { container }) => out.push_str(&format!("  docker exec -it {container} bash      # a shell on node {}\n", session.node.name)),
+        None => {}
+    }
+    out.push_str(&format!("\n$ kubectl -n {ns} get pods -l {selector}\n"));
+    out.push_str(&format!("{:<40} {:<7} {:<26} {:<9} {}\n", "NAME", "READY", "STATUS", "RESTARTS", "AGE"));
+    for p in pods.items.iter() {
+        let cs = p.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+        let total = p.spec.as_ref().map(|s| s.containers.len()).unwrap_or(cs.len());
+        let ready = cs.iter().filter(|c| c.ready).count();
+        let restarts: i32 = cs.iter().map(|c| c.restart_count).sum();
+        let created = p.metadata.creation_timestamp.as_ref().map(|t| &t.0);
+        out.push_str(&format!("{:<40} {:<7} {:<26} {:<9} {}\n", p.metadata.name.clone().unwrap_or_default(), format!("{ready}/{total}"), pod_status(p), restarts, age(created)));
+    }
+    let events = Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await.map_err(|source| crate::kube_ops::KubeError::Call { verb: "list", what: "events".into(), source })?;
+    for p in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        out.push_str(&format!("\n$ kubectl -n {ns} describe pod {name}\n...\nEvents:\n"));
+        out.push_str(&format!("  {:<8} {:<24} {:<6} {:<18} {}\n", "Type", "Reason", "Age", "From", "Message"));
+        let mut evs: Vec<&Event> = events.items.iter().filter(|e| e.involved_object.name.as_deref() == Some(name.as_str())).collect();
+        evs.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or_default());
+        for e in evs {
+            let count = e.count.unwrap_or(1);
+            let age_text = if count > 1 {
+                format!("{} (x{count} over {})", age(e.last_timestamp.as_ref().map(|t| &t.0)), age(e.first_timestamp.as_ref().map(|t| &t.0)))
+            } else {
+                age(e.last_timestamp.as_ref().map(|t| &t.0))
+            };
+            let from = e.source.as_ref().and_then(|s| s.component.clone()).unwrap_or_default();
+            out.push_str(&format!(
+                "  {:<8} {:<24} {:<6} {:<18} {}\n",
+                e.type_.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                age_text,
+                from,
+                e.message.clone().unwrap_or_default()
+            ));
+        }
+    }
+    out.push_str("\nWhen you think it is fixed: `faultlab check`. Stuck: `faultlab hint`. Give up: `faultlab reset`.\n");
+    Ok(out)
+}
+
+/// The next hint, and the count used.
+pub fn hint(session: &mut Session) -> Result<Option<String>, TrainingError> {
+    let loaded = session.loaded()?;
+    let hints = &loaded.scenario.hints;
+    if session.hints_used >= hints.len() {
+        return Ok(None);
+    }
+    let h = hints[session.hints_used].clone();
+    session.hints_used += 1;
+    session.save()?;
+    Ok(Some(h))
+}
+
+/// What `check` found.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    pub fixed: bool,
+    /// What still fails, one line each.
+    pub failing: Vec<String>,
+    pub seconds: f64,
+}
+
+/// Evaluate the recovery condition now (or wait up to `wait` for it), and check the fix is real.
+pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verdict, TrainingError> {
+    let (run, client) = session.resume(Recorder::default()).await?;
+    let loaded = session.loaded()?;
+    let r = &loaded.scenario.recovery;
+    let ns = &session.namespace;
+    let mut failing = Vec::new();
+    let within = wait.unwrap_or(Duration::ZERO);
+    // The recovery gates: evaluated on the current state (a watch that ends at once), or waited for.
+    if let Some(gate) = &r.node {
+        if let Err(e) = wait::node(&client, &session.node.name, gate, within.max(Duration::from_millis(1500))).await {
+            failing.push(e.to_string());
+        }
+    }
+    if let Some(gate) = &r.claim {
+        let name = loaded.scenario.workload.target.claim.clone().unwrap_or_default();
+        if let Err(e) = wait::claim(&client, ns, &name, gate, within.max(Duration::from_millis(1500))).await {
+            failing.push(e.to_string());
+        }
+    }
+    if let Some(gate) = &r.pod {
+        if let Err(e) = wait::pods(&client, ns, &loaded.scenario.workload.target.selector, gate, within.max(Duration::from_millis(1500))).await {
+            failing.push(e.to_string());
+        }
+    }
+    // The fix is real: the workload's controllers are the ones the session began with (not deleted and
+    // recreated), and the fault itself is gone (not just its symptom).
+    let now_controllers = controllers(&client, ns).await?;
+    for c in &session.controllers {
+        match now_controllers.iter().find(|n| n.kind == c.kind && n.name == c.name) {
+            None => failing.push(format!("{} {} was deleted; the workload must be fixed, not replaced", c.kind, c.name)),
+            Some(n) if n.uid != c.uid => failing.push(format!("{} {} was deleted and created again; the workload must be fixed, not replaced", c.kind, c.name)),
+            _ => {}
+        }
+    }
+    if let Err(e) = loaded.scenario.fault.fault().verify_fixed(&run.ctx).await {
+        failing.push(format!("the fault is still there: {e}"));
+    }
+    let seconds = ((now() - session.started) * 10.0).round() / 10.0;
+    let fixed = failing.is_empty();
+    if fixed && session.solved.is_none() {
+        session.solved = Some(Solved { seconds, hints_used: session.hints_used, solution_shown: session.solution_shown });
+        session.save()?;
+    }
+    let seconds = session.solved.as_ref().map(|s| s.seconds).unwrap_or(seconds);
+    Ok(Verdict { fixed, failing, seconds })
+}
+
+/// The documented fix and its source; with `apply`, carry it out.
+pub async fn solution(session: &mut Session, apply: bool) -> Result<String, TrainingError> {
+    let loaded = session.loaded()?;
+    let sc = &loaded.scenario;
+    let mut out = format!("Source: {} — {}\n", sc.metadata.source.document, sc.metadata.source.title);
+    if let Some(section) = &sc.metadata.source.section {
+        out.push_str(&format!("Section: {section}\n"));
+    }
+    if let Some(fix) = &sc.metadata.source.fix {
+        out.push_str(&format!("\nThe document's fix:\n{}\n", fix.trim_end().lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")));
+    }
+    out.push_str("\nSteps, in the document's order:\n");
+    for (i, f) in sc.fix.iter().enumerate() {
+        out.push_str(&format!("  {}. {} — {}\n", i + 1, f.step, f.doc.trim()));
+    }
+    session.solution_shown = true;
+    session.save()?;
+    if apply {
+        let rec = Recorder::default();
+        let (run, _) = session.resume(rec.clone()).await?;
+        for f in &sc.fix {
+            sc.fault.fault().fix(&f.step, &run.ctx).await.map_err(|source| RunError::Fix { step: f.step.clone(), source })?;
+        }
+        out.push_str("\nApplied:\n");
+        for e in rec.entries() {
+            out.push_str(&format!("  {}\n", e.line));
+        }
+    }
+    Ok(out)
+}
+
+/// Undo everything the session did, through its journal, and close it.
+pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
+    let mut errors = Vec::new();
+    if session.journal.is_file() {
+        let journal = Journal::open(&session.journal).map_err(RunError::from)?;
+        errors = journal::replay_for_real(&journal).await.into_iter().map(|e| e.to_string()).collect();
+    }
+    if errors.is_empty() {
+        let path = session.path();
+        std::fs::remove_file(&path).map_err(|source| TrainingError::File { path, source })?;
+    }
+    Ok(errors)
+}
+

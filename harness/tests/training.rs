@@ -1,0 +1,208 @@
+//! The training sandbox on the test bed, driven as a person would drive it: through the `faultlab`
+//! command. A scripted trainee who applies the documented fix by hand gets `check` passing with a time;
+//! one who deletes the pod instead gets `check` failing with what is still wrong; `reset` after an
+//! abandoned session restores the node. Without the test bed the trials are reported ignored.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Output};
+
+use faultlab::suite;
+use faultlab::testbed::TestBed;
+use libtest_mimic::{Arguments, Failed, Trial};
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1);
+    let bed = suite::require_testbed("training trials");
+    if let Err(reason) = &bed {
+        eprintln!("training trials ignored: {reason}");
+    }
+    let trials: Vec<(&str, fn(&Path) -> Result<(), Failed>)> = vec![
+        ("trainee-applies-the-documented-fix", documented_fix),
+        ("trainee-deletes-the-pod-instead", wrong_fix),
+        ("reset-after-an-abandoned-session", abandoned),
+    ];
+    let trials = trials
+        .into_iter()
+        .map(|(name, f)| {
+            let bed = bed.clone();
+            let ignored = bed.is_err();
+            let t = Trial::test(name, move || f(&bed.map_err(Failed::from)?));
+            if ignored {
+                t.with_kind("no test bed").with_ignored_flag(true)
+            } else {
+                t
+            }
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+struct Trainee {
+    state: tempfile::TempDir,
+    description: PathBuf,
+}
+
+impl Trainee {
+    fn new(description: &Path) -> Result<Trainee, Failed> {
+        Ok(Trainee { state: tempfile::tempdir().map_err(|e| e.to_string())?, description: description.to_owned() })
+    }
+
+    fn faultlab(&self, args: &[&str]) -> Result<Output, Failed> {
+        Command::new(env!("CARGO_BIN_EXE_faultlab"))
+            .env("FAULTLAB_STATE_DIR", self.state.path())
+            .env("FAULTLAB_TESTBED", &self.description)
+            .env("FAULTLAB_SCENARIOS", faultlab::scenario::default_dir())
+            .args(args)
+            .output()
+            .map_err(|e| Failed::from(e.to_string()))
+    }
+
+    fn ok(&self, args: &[&str]) -> Result<String, Failed> {
+        let out = self.faultlab(args)?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return Err(format!("faultlab {} failed ({}):\n{text}", args.join(" "), out.status).into());
+        }
+        Ok(text)
+    }
+
+    fn session(&self) -> Result<String, Failed> {
+        let dir = self.state.path().join("training");
+        let mut ids: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids.pop().ok_or_else(|| "no session file".into())
+    }
+}
+
+/// Reset whatever a trial left, so one failure does not spoil the next trial.
+fn reset_quietly(t: &Trainee) {
+    let _ = t.faultlab(&["reset"]);
+}
+
+fn node_state(bed: &TestBed, rt: &tokio::runtime::Runtime) -> Result<String, Failed> {
+    rt.block_on(suite::node_state(&bed.nodes[0])).map_err(|e| Failed::from(e.to_string()))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failed> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failed::from(e.to_string()))
+}
+
+fn documented_fix(description: &Path) -> Result<(), Failed> {
+    let t = Trainee::new(description)?;
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let result = (|| {
+        let shown = t.ok(&["train", "pause-missing", "--provider", "existing"])?;
+        for want in ["kubectl", "get pods", "FailedCreatePodSandBox", "faultlab check"] {
+            if !shown.contains(want) {
+                return Err(Failed::from(format!("the on-call view lacks {want:?}:\n{shown}")));
+            }
+        }
+        if shown.contains("ctr -n k8s.io image import") || shown.contains("node-package") {
+            return Err(Failed::from(format!("train must not print the fix:\n{shown}")));
+        }
+        // Not fixed yet.
+        let early = t.faultlab(&["check"])?;
+        if early.status.success() {
+            return Err("check passed before anything was fixed".into());
+        }
+        let hint = t.ok(&["hint"])?;
+        if !hint.starts_with("hint 1:") {
+            return Err(format!("unexpected hint output: {hint}").into());
+        }
+        // The trainee, logged in to the node, follows the document by hand.
+        let node = &bed.nodes[0];
+        let script = format!(
+            "cd \"$(mktemp -d)\" && tar -xzvf {pkg} && for t in $(find . -name '*.tar'); do ctr --address {sock} -n k8s.io image import \"$t\"; done",
+            pkg = node.node_package.clone().unwrap_or_default(),
+            sock = node.containerd.address,
+        );
+        let netns = node.netns.clone().ok_or("the test bed node has no netns")?;
+        let by_hand = Command::new("ip").args(["netns", "exec", &netns, "sh", "-c", &script]).output().map_err(|e| e.to_string())?;
+        if !by_hand.status.success() {
+            return Err(format!("the documented fix failed by hand: {}", String::from_utf8_lossy(&by_hand.stderr)).into());
+        }
+        let verdict = t.ok(&["check", "--wait", "3m"])?;
+        if !(verdict.contains("FIXED: pause-missing recovered in") && verdict.contains("with 1 hint(s)")) {
+            return Err(format!("check should pass with a time and the hint count:\n{verdict}").into());
+        }
+        t.ok(&["reset"])?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&t);
+    }
+    result
+}
+
+fn wrong_fix(description: &Path) -> Result<(), Failed> {
+    let t = Trainee::new(description)?;
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let rt = runtime()?;
+    let result = (|| {
+        t.ok(&["train", "configmap-missing", "--provider", "existing"])?;
+        let ns = t.session()?;
+        // The wrong fix: delete the pod and hope.
+        rt.block_on(async {
+            let client = faultlab::kube_ops::connect(&bed.kubeconfig, &bed.context).await.map_err(|e| e.to_string())?;
+            let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &ns);
+            pods.delete_collection(&Default::default(), &kube::api::ListParams::default().labels("app=web")).await.map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        })?;
+        let out = t.faultlab(&["check", "--wait", "20s"])?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            return Err(format!("check passed after a wrong fix:\n{text}").into());
+        }
+        for want in ["NOT FIXED", "ConfigMap app-config is still missing", "waiting(ContainerCreating)"] {
+            if !text.contains(want) {
+                return Err(format!("check should say what is still wrong ({want:?}):\n{text}").into());
+            }
+        }
+        t.ok(&["reset"])?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&t);
+    }
+    result
+}
+
+fn abandoned(description: &Path) -> Result<(), Failed> {
+    let t = Trainee::new(description)?;
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let rt = runtime()?;
+    let before = node_state(&bed, &rt)?;
+    let host_before = host_state()?;
+    t.ok(&["train", "pause-missing", "--provider", "existing"])?;
+    if node_state(&bed, &rt)? == before {
+        reset_quietly(&t);
+        return Err("the fault should be in place while the session is open".into());
+    }
+    // The trainee walks away; later, someone resets from another shell.
+    let out = t.ok(&["reset"])?;
+    if !out.contains("reset: everything it changed is restored") {
+        return Err(format!("unexpected reset output: {out}").into());
+    }
+    if t.state.path().join("training").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false) {
+        return Err("the session file is still there after reset".into());
+    }
+    let after = node_state(&bed, &rt)?;
+    if after != before {
+        return Err(format!("the node was not restored\n--- before\n{before}\n--- after\n{after}").into());
+    }
+    if host_state()? != host_before {
+        return Err("the host's routes or inotify budget changed".into());
+    }
+    Ok(())
+}
+
+/// The host's side of what a fault could touch: its routes and the host-wide inotify budget.
+fn host_state() -> Result<String, Failed> {
+    let routes = Command::new("ip").arg("route").output().map_err(|e| e.to_string())?;
+    let inotify = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances").map_err(|e| e.to_string())?;
+    Ok(format!("{}{}", String::from_utf8_lossy(&routes.stdout), inotify))
+}
