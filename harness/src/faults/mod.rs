@@ -19,6 +19,7 @@ use crate::scenario::Target;
 use crate::vars::Vars;
 
 pub mod configmap_missing;
+pub mod cpu_count;
 pub mod default_route;
 pub mod pause_missing;
 pub mod storageclass_missing;
@@ -181,6 +182,7 @@ macro_rules! faults {
 
 faults! {
     "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
+    "cpu-count" => CpuCount(cpu_count::CpuCount),
     "default-route" => DefaultRoute(default_route::DefaultRoute),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
     "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),

@@ -1,0 +1,375 @@
+//! cpu-count: the node's CPUs changed under a kubelet with the static CPU manager policy.
+//!
+//! Source: CCE FAQ "What Should I Do If a Workload Remains in the Creating State?", check item 2
+//! ("Modifying Node Specifications After the CPU Management Policy Is Enabled in the Cluster"). With
+//! `cpu-manager-policy=static`, resizing the node leaves a `cpu_manager_state` checkpoint that names
+//! CPUs the node no longer has; the kubelet refuses to start and workloads on the node cannot be
+//! restarted or created. Fix: delete `cpu_manager_state` and restart the kubelet.
+//!
+//! `prepare` turns the static policy on (test bed: two lines in the kubelet's extra-flags file; kind:
+//! the KubeletConfiguration at cluster creation), journalling first how to put the flags, the
+//! checkpoint and the kubelet back. `inject` writes the checkpoint a node with more CPUs would have
+//! left (twice the CPUs the node has: on the test bed's 2 CPUs, `"defaultCpuSet":"0-3"`; checksum 0 is
+//! accepted by the 1.20 kubelet), restarts the kubelet, which exits on start, and restarts the
+//! workload, whose new pod nothing can start.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, Fault, FaultError};
+use crate::cmd::Cmd;
+use crate::scenario::{ConditionGate, NodeGate};
+
+/// The test bed's kubelet log (one `====` line per start); elsewhere the kubelet's journal is read.
+pub const TESTBED_KUBELET_LOG: &str = "/var/log/faultlab/testbed/kubelet.log";
+
+/// What the kubelet logs when the checkpoint's CPUs are not the node's (1.20: `static policy invalid
+/// state: current set of available CPUs "0-1" doesn't match with CPUs in state "0-3"`).
+pub const KUBELET_ERROR: &str = "doesn't match with CPUs in state";
+
+fn default_reserved_cpu() -> String {
+    "500m".into()
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CpuCount {
+    /// How many CPUs the node had before it was resized, as its checkpoint says (default: twice the
+    /// CPUs it has now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_cpus: Option<u32>,
+    /// CPU reserved for Kubernetes daemons (`--kube-reserved=cpu=...`); the static policy needs some.
+    #[serde(default = "default_reserved_cpu")]
+    pub kube_reserved_cpu: String,
+}
+
+impl Default for CpuCount {
+    fn default() -> Self {
+        CpuCount { previous_cpus: None, kube_reserved_cpu: default_reserved_cpu() }
+    }
+}
+
+/// How many CPUs a Linux CPU list names (`0-1`, `0-3,6,8-9`).
+pub fn count_cpu_list(list: &str) -> Option<u32> {
+    let list = list.trim();
+    if list.is_empty() {
+        return None;
+    }
+    let mut n = 0u32;
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                n += b - a + 1;
+            }
+            None => {
+                part.trim().parse::<u32>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    Some(n)
+}
+
+/// The checkpoint a static-policy kubelet leaves on a node with `cpus` CPUs and no exclusive
+/// assignments. Checksum 0 skips the 1.20 kubelet's checksum check, as the test-bed trial found.
+pub fn checkpoint(cpus: u32) -> String {
+    let set = if cpus <= 1 { "0".to_string() } else { format!("0-{}", cpus - 1) };
+    format!(r#"{{"policyName":"static","defaultCpuSet":"{set}","checksum":0}}"#)
+}
+
+/// Write `content` to `path` exactly, or remove `path` if `content` is `None`.
+fn restore_file(path: &str, content: Option<&str>) -> String {
+    match content {
+        Some(c) => format!("printf %s {} > {}", shell_words::quote(c), shell_words::quote(path)),
+        None => format!("rm -f {}", shell_words::quote(path)),
+    }
+}
+
+impl CpuCount {
+    fn flags(&self) -> [String; 2] {
+        ["--cpu-manager-policy=static".into(), format!("--kube-reserved=cpu={}", self.kube_reserved_cpu)]
+    }
+
+    fn state(ctx: &Ctx) -> String {
+        ctx.node.profile.cpu_manager_state().display().to_string()
+    }
+
+    /// A file's content, or `None` if it does not exist.
+    async fn read(ctx: &Ctx, step: &str, path: &str) -> Result<Option<String>, FaultError> {
+        let out = ctx.probe(step, Cmd::shell(format!("test -f {p} && cat {p}", p = shell_words::quote(path)))).await?;
+        Ok((out.success() && !ctx.dry_run).then_some(out.stdout))
+    }
+
+    /// The kubelet's log since its last start (test bed), or its journal (kind), filtered to the CPU
+    /// manager's complaint.
+    pub fn kubelet_error() -> Cmd {
+        Cmd::shell(format!(
+            "f={TESTBED_KUBELET_LOG}; if [ -f \"$f\" ]; then awk '/^==== /{{b=\"\"}} {{b=b $0 \"\\n\"}} END{{printf \"%s\", b}}' \"$f\"; \
+             else journalctl -u kubelet --no-pager -n 300; fi | grep -F -e {pat} -e 'Failed to start ContainerManager' | tail -n 3",
+            pat = shell_words::quote(KUBELET_ERROR),
+        ))
+    }
+}
+
+#[async_trait]
+impl Fault for CpuCount {
+    fn fix_steps(&self) -> &'static [&'static str] {
+        &["delete-cpu-manager-state", "restart-kubelet"]
+    }
+
+    /// kind: the static policy from the start, with CPU reserved for the daemons (the policy refuses
+    /// to start without), and the kubelet restarted by systemd as on a CCE node.
+    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+        crate::provider::kind::KindNeeds {
+            kubelet_config: Some(serde_json::json!({
+                "cpuManagerPolicy": "static",
+                "kubeReserved": {"cpu": self.kube_reserved_cpu},
+            })),
+            ..Default::default()
+        }
+    }
+
+    /// Turn the static policy on where the kubelet reads extra flags (the test bed). The undo (put the
+    /// flags file and the checkpoint back as they were, restart the kubelet) is journalled first.
+    async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let Some(flags_file) = ctx.node.profile.kubelet.extra_flags_file.clone() else {
+            ctx.note("the kubelet's configuration has the static CPU manager policy already (kind: set at cluster creation)");
+            return Ok(());
+        };
+        let state = Self::state(ctx);
+        let flags_before = Self::read(ctx, "read-kubelet-flags", &flags_file).await?;
+        let state_before = Self::read(ctx, "read-cpu-manager-state", &state).await?;
+        let restart = ctx.node.profile.restart_kubelet();
+        let undo = format!(
+            "{}; {}; {}",
+            restore_file(&flags_file, flags_before.as_deref()),
+            restore_file(&state, state_before.as_deref()),
+            restart.shell_line()
+        );
+        ctx.undo_on_node("restore the kubelet's flags and CPU manager checkpoint, restart the kubelet", Cmd::shell(undo).timeout(restart.timeout))?;
+
+        let mut flags = flags_before.unwrap_or_default();
+        if !flags.is_empty() && !flags.ends_with('\n') {
+            flags.push('\n');
+        }
+        flags.push_str("# faultlab cpu-count: the static CPU manager policy\n");
+        for f in self.flags() {
+            flags.push_str(&f);
+            flags.push('\n');
+        }
+        ctx.note(format!("enable the static CPU manager policy: {} in {flags_file}", self.flags().join(" ")));
+        ctx.run("write-kubelet-flags", Cmd::shell(restore_file(&flags_file, Some(&flags)))).await?;
+        // The `none` policy's checkpoint would stop a static kubelet: drop it, as one does when
+        // changing the policy.
+        ctx.run("remove-none-checkpoint", Cmd::new(["rm", "-f", state.as_str()])).await?;
+        ctx.run("restart-kubelet-static", restart).await?;
+        Ok(())
+    }
+
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let state = Self::state(ctx);
+        let online = ctx.run("read-online-cpus", Cmd::new(["cat", "/sys/devices/system/cpu/online"])).await?;
+        let now = if ctx.dry_run {
+            2
+        } else {
+            count_cpu_list(&online.stdout).ok_or_else(|| FaultError::Check {
+                step: "read-online-cpus".into(),
+                message: format!("cannot read a CPU list from {:?}", online.stdout.trim()),
+            })?
+        };
+        let before = self.previous_cpus.unwrap_or(now * 2);
+        if before == now {
+            return Err(FaultError::Check {
+                step: "resize".into(),
+                message: format!("previousCpus is {before}, which the node has: the checkpoint would still match"),
+            });
+        }
+        // Teardown: the kubelet writes a fresh checkpoint on its next start (prepare's undo then puts
+        // the original back and restarts it).
+        ctx.undo_on_node("remove the resized node's CPU manager checkpoint", Cmd::new(["rm", "-f", state.as_str()]))?;
+        ctx.note(format!("the node had {before} CPUs and has {now}: leave the checkpoint the {before}-CPU node wrote"));
+        ctx.run("write-checkpoint", Cmd::shell(restore_file(&state, Some(&checkpoint(before))))).await?;
+        ctx.note("restart the kubelet, as after the resize; it exits on start (a failed restart is the fault)");
+        let out = ctx.probe("restart-kubelet", ctx.node.profile.restart_kubelet()).await?;
+        if out.success() && !ctx.dry_run {
+            ctx.note("the restart command reported success (systemd restarts a kubelet however it ends)");
+        }
+        // Whether the dying kubelet still posts Ready=False before it exits is a matter of timing; the
+        // node controller's verdict (Unknown, after 40 s without status) is not. Restart the workload
+        // only then, so its new pod always meets the same node: tainted unreachable.
+        let gate = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "Unknown".into(), reason: None } };
+        match ctx.kube.client() {
+            Some(client) => {
+                crate::wait::node(client, ctx.node.name(), &gate, Duration::from_secs(150))
+                    .await
+                    .map_err(|e| FaultError::Check { step: "wait-node-unknown".into(), message: e.to_string() })?;
+            }
+            None => ctx.rec().push(crate::record::Channel::Wait, format!("node {} Ready=Unknown (the node controller's verdict)", ctx.node.name())),
+        }
+        ctx.note("workloads on the node cannot be restarted: restart the workload");
+        ctx.restart_target("restart-workload").await
+    }
+
+    /// The kubelet's own complaint, from its log, quoted in the record.
+    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        for attempt in 0..30 {
+            let out = ctx.probe("read-kubelet-log", Self::kubelet_error()).await?;
+            if ctx.dry_run {
+                return Ok(());
+            }
+            if let Some(line) = out.stdout.lines().find(|l| l.contains(KUBELET_ERROR)) {
+                ctx.note(format!("kubelet: {}", line.trim()));
+                return Ok(());
+            }
+            if attempt < 29 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        Err(FaultError::Check {
+            step: "read-kubelet-log".into(),
+            message: format!("the kubelet's log does not say {KUBELET_ERROR:?}: it did not reject the checkpoint"),
+        })
+    }
+
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        match step {
+            // `rm -rf` of a file already gone succeeds: idempotent.
+            "delete-cpu-manager-state" => ctx.run(step, Cmd::new(["rm", "-rf", Self::state(ctx).as_str()])).await.map(drop),
+            // Restarting a healthy kubelet is harmless: idempotent. It must come up this time.
+            "restart-kubelet" => ctx.run(step, ctx.node.profile.restart_kubelet()).await.map(drop),
+            _ => Err(FaultError::UnknownStep { fault: "cpu-count", step: step.into() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Output;
+    use crate::faults::testing::ctx;
+    use crate::journal::Undo;
+
+    const NS: &str = "ip netns exec faultlab-node timeout -k 5";
+
+    fn out(status: i32, stdout: &str) -> Output {
+        Output { status, stdout: stdout.into(), stderr: String::new() }
+    }
+
+    #[test]
+    fn cpu_lists_and_checkpoints() {
+        assert_eq!(count_cpu_list("0-1\n"), Some(2));
+        assert_eq!(count_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(checkpoint(4), r#"{"policyName":"static","defaultCpuSet":"0-3","checksum":0}"#);
+    }
+
+    #[tokio::test]
+    async fn prepare_journals_the_restore_then_sets_the_static_policy() {
+        let (ctx, fake) = ctx();
+        // No flags file yet; the `none` policy's checkpoint is there.
+        fake.respond("test -f /var/lib/faultlab/testbed/kubelet.extra-flags", out(1, ""));
+        fake.respond("test -f /var/lib/faultlab/kubelet/cpu_manager_state", out(0, r#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#));
+        CpuCount::default().prepare(&ctx).await.unwrap();
+        let journal = ctx.journal.snapshot();
+        assert_eq!(journal.entries.len(), 1);
+        let Undo::Node { cmd, .. } = &journal.entries[0].undo else { panic!("a node undo") };
+        assert_eq!(
+            cmd.argv[2],
+            "rm -f /var/lib/faultlab/testbed/kubelet.extra-flags; \
+             printf %s '{\"policyName\":\"none\",\"defaultCpuSet\":\"\",\"checksum\":1353318690}' > /var/lib/faultlab/kubelet/cpu_manager_state; \
+             /opt/faultlab/ci/testbed/node restart kubelet"
+        );
+        let lines = fake.lines();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert_eq!(
+            lines[2],
+            format!("{NS} 60 sh -c 'printf %s '\\''# faultlab cpu-count: the static CPU manager policy\n--cpu-manager-policy=static\n--kube-reserved=cpu=500m\n'\\'' > /var/lib/faultlab/testbed/kubelet.extra-flags'")
+        );
+        assert_eq!(lines[3], format!("{NS} 60 rm -f /var/lib/faultlab/kubelet/cpu_manager_state"));
+        assert_eq!(lines[4], format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"));
+    }
+
+    #[tokio::test]
+    async fn prepare_keeps_flags_that_were_there() {
+        let (ctx, fake) = ctx();
+        fake.respond("test -f /var/lib/faultlab/testbed/kubelet.extra-flags", out(0, "--v=2"));
+        CpuCount::default().prepare(&ctx).await.unwrap();
+        let Undo::Node { cmd, .. } = &ctx.journal.snapshot().entries[0].undo else { panic!() };
+        assert!(cmd.argv[2].starts_with("printf %s '--v=2' > /var/lib/faultlab/testbed/kubelet.extra-flags; "), "{}", cmd.argv[2]);
+    }
+
+    #[tokio::test]
+    async fn inject_writes_a_bigger_nodes_checkpoint_and_tolerates_the_failed_restart() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-1\n"));
+        fake.respond("node restart kubelet", out(1, "kubelet did not come up"));
+        CpuCount::default().inject(&ctx).await.unwrap();
+        assert_eq!(ctx.journal.snapshot().entries.len(), 1, "the undo is journalled");
+        let lines = fake.lines();
+        assert_eq!(
+            lines,
+            vec![
+                format!("{NS} 60 cat /sys/devices/system/cpu/online"),
+                format!("{NS} 60 sh -c 'printf %s '\\''{{\"policyName\":\"static\",\"defaultCpuSet\":\"0-3\",\"checksum\":0}}'\\'' > /var/lib/faultlab/kubelet/cpu_manager_state'"),
+                format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"),
+            ]
+        );
+        let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+    }
+
+    #[tokio::test]
+    async fn inject_refuses_a_checkpoint_that_would_match() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-3\n"));
+        let err = CpuCount { previous_cpus: Some(4), ..Default::default() }.inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().contains("would still match"), "{err}");
+        assert!(ctx.journal.snapshot().entries.is_empty(), "nothing changed, nothing journalled");
+    }
+
+    #[tokio::test]
+    async fn verify_quotes_the_kubelet_error() {
+        let (ctx, fake) = ctx();
+        fake.respond(
+            "Failed to start ContainerManager",
+            out(0, "E1122 static policy invalid state: current set of available CPUs \"0-1\" doesn't match with CPUs in state \"0-3\"\n"),
+        );
+        CpuCount::default().verify_injected(&ctx).await.unwrap();
+        let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(notes.iter().any(|n| n.starts_with("kubelet: E1122 static policy invalid state")), "{notes:?}");
+    }
+
+    #[tokio::test]
+    async fn fix_deletes_the_checkpoint_and_restarts_the_kubelet() {
+        let (ctx, fake) = ctx();
+        let fault = CpuCount::default();
+        for step in fault.fix_steps() {
+            fault.fix(step, &ctx).await.unwrap();
+        }
+        assert_eq!(
+            fake.lines(),
+            vec![
+                format!("{NS} 60 rm -rf /var/lib/faultlab/kubelet/cpu_manager_state"),
+                format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"),
+            ]
+        );
+        assert!(fault.fix("reboot", &ctx).await.is_err());
+    }
+
+    #[test]
+    fn kind_gets_the_static_policy_in_the_kubelet_config() {
+        let needs = CpuCount::default().kind_needs();
+        let cfg = needs.kubelet_config.unwrap();
+        assert_eq!(cfg["cpuManagerPolicy"], "static");
+        assert_eq!(cfg["kubeReserved"]["cpu"], "500m");
+    }
+}
