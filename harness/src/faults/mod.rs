@@ -21,6 +21,7 @@ use crate::vars::Vars;
 pub mod configmap_missing;
 pub mod cpu_count;
 pub mod default_route;
+pub mod disk_full;
 pub mod pause_missing;
 pub mod storageclass_missing;
 
@@ -184,6 +185,7 @@ faults! {
     "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
     "cpu-count" => CpuCount(cpu_count::CpuCount),
     "default-route" => DefaultRoute(default_route::DefaultRoute),
+    "disk-full" => DiskFull(disk_full::DiskFull),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
     "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),
 }

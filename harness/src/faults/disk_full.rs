@@ -1,0 +1,385 @@
+//! disk-full: the disk under containerd's root is full, largely of images nothing uses any more.
+//!
+//! Source: imroc's Kubernetes troubleshooting guide, "Pod 一直处于 ContainerCreating 或 Waiting 状态 /
+//! 磁盘爆满" (the runtime's data disk is full: FailedCreatePodSandBox `... no space left on device`),
+//! and its "处理实践: 磁盘爆满" (find what fills the disk, clean it up; or give the runtime more disk).
+//!
+//! Disks fill in real life with old releases' images: `inject` builds `images` images of incompressible
+//! random data (docker-save tarballs made on the node outside containerd's disk, then `ctr image
+//! import`ed and unpacked, as a pull would), together about 80 % of the free space, and tops the rest
+//! up with a file, until not one block is free. Then the workload is restarted: its new pod needs a
+//! sandbox snapshot directory, which containerd cannot create.
+//!
+//! Fix steps: `remove-unused-images` (`ctr -n k8s.io images rm` of the images no pod uses: the old
+//! releases) or `expand-disk` (grow the loop disk's backing file, `losetup -c`, `resize2fs`). Either
+//! alone recovers the pod.
+//!
+//! The disk: the node profile's `disk` (the test bed's 1 GiB loop mount), else containerd's root (kind:
+//! made a loop mount of its own when the node boots, see `kind_needs`).
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use super::{Ctx, Fault, FaultError};
+use crate::cmd::Cmd;
+
+/// The name prefix of the unused images the fault imports: old releases of an app.
+pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
+/// The top-up file, at the top of the disk.
+pub const FILL_FILE: &str = "faultlab-disk-full.fill";
+/// Where image tarballs are made: on the node, never on the disk being filled.
+pub const WORK_PREFIX: &str = "/var/tmp/faultlab-disk-full.";
+/// kind: the loop file containerd's root is moved onto when the node boots.
+pub const KIND_BACKING_FILE: &str = "/var/lib/faultlab-containerd.ext4";
+const KIND_DISK_MIB: u64 = 3072;
+
+fn default_images() -> u32 {
+    4
+}
+
+fn default_expand_mib() -> u64 {
+    512
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiskFull {
+    /// How many unused images fill the disk (default 4). Together they take about 80 % of the free
+    /// space (each costs twice its layer: the blob in the content store and its unpacked snapshot).
+    #[serde(default = "default_images")]
+    pub images: u32,
+    /// How much `expand-disk` grows the disk by, in MiB (default 512).
+    #[serde(default = "default_expand_mib", rename = "expandMiB")]
+    pub expand_mib: u64,
+}
+
+impl Default for DiskFull {
+    fn default() -> Self {
+        DiskFull { images: default_images(), expand_mib: default_expand_mib() }
+    }
+}
+
+/// The disk under containerd: mountpoint, backing file, loop device, size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disk {
+    pub mountpoint: String,
+    pub backing_file: String,
+    pub device: Option<String>,
+    pub size_mib: u64,
+}
+
+impl Disk {
+    pub fn of(ctx: &Ctx) -> Disk {
+        match &ctx.node.profile.disk {
+            Some(d) => Disk { mountpoint: d.mountpoint.clone(), backing_file: d.backing_file.clone(), device: d.device.clone(), size_mib: d.size_mib },
+            None => Disk {
+                mountpoint: ctx.node.profile.containerd.root.clone(),
+                backing_file: KIND_BACKING_FILE.into(),
+                device: None,
+                size_mib: KIND_DISK_MIB,
+            },
+        }
+    }
+
+    /// A directory the checks try to make: what containerd must do for a new sandbox.
+    fn probe_dir(&self) -> String {
+        format!("{}/.faultlab-disk-full-probe", self.mountpoint.trim_end_matches('/'))
+    }
+
+    fn fill_file(&self) -> String {
+        format!("{}/{FILL_FILE}", self.mountpoint.trim_end_matches('/'))
+    }
+}
+
+/// Free space as root sees it: `stat -f` free blocks and block size.
+pub fn free_space(mountpoint: &str) -> Cmd {
+    Cmd::new(["stat", "-f", "-c", "%f %S", mountpoint])
+}
+
+/// Parse `free-blocks block-size` into bytes.
+pub fn parse_free(text: &str) -> Option<(u64, u64)> {
+    let mut it = text.split_whitespace();
+    let blocks: u64 = it.next()?.parse().ok()?;
+    let bsize: u64 = it.next()?.parse().ok()?;
+    Some((blocks, bsize))
+}
+
+impl DiskFull {
+    pub fn image_ref(i: u32) -> String {
+        format!("{IMAGE_PREFIX}:r{i}")
+    }
+
+    fn refs(&self) -> Vec<String> {
+        (1..=self.images).map(Self::image_ref).collect()
+    }
+
+    /// Layer size per image for `free` bytes: 80 % of them over the images, each stored twice.
+    pub fn layer_mib(&self, free_bytes: u64) -> u64 {
+        let per = free_bytes * 8 / 10 / (2 * u64::from(self.images.max(1)));
+        (per >> 20).max(1)
+    }
+
+    /// Make a docker-save tarball of one layer of `mib` MiB of random data, on the node outside the
+    /// disk, and import it into containerd (which stores the blob and unpacks it).
+    pub fn build_and_import(ctx: &Ctx, image: &str, mib: u64) -> Cmd {
+        let import = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "import", "image.tar"]).argv);
+        let script = format!(
+            r#"set -e; d=$(mktemp -d {WORK_PREFIX}XXXXXX); trap 'rm -rf "$d"' EXIT; cd "$d"
+a=$(uname -m); case "$a" in x86_64) a=amd64;; aarch64) a=arm64;; esac
+mkdir -p rootfs/srv && head -c {mib}M /dev/urandom > rootfs/srv/release.bin
+tar -C rootfs -cf layer.tar srv && l=$(sha256sum layer.tar | cut -d' ' -f1) && mkdir "$l" && mv layer.tar "$l/layer.tar"
+printf '{{"architecture":"%s","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":["sha256:%s"]}}}}' "$a" "$l" > config.json
+c=$(sha256sum config.json | cut -d' ' -f1) && mv config.json "$c.json"
+printf '[{{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}}]' "$c" {image} "$l" > manifest.json
+tar -cf image.tar manifest.json "$c.json" "$l" && rm -rf rootfs "$l"
+{import}"#,
+            image = shell_words::quote(image),
+        );
+        Cmd::shell(script).timeout(Duration::from_secs(300))
+    }
+
+    /// Top the disk up with a file until no block is free (fallocate the bulk, then write until
+    /// ENOSPC, a few rounds, since ext4 hands back blocks it had reserved when it syncs).
+    pub fn top_up(disk: &Disk) -> Cmd {
+        let fill = shell_words::quote(&disk.fill_file()).into_owned();
+        let mp = shell_words::quote(&disk.mountpoint).into_owned();
+        Cmd::shell(format!(
+            "set -- $(stat -f -c '%f %S' {mp}); n=$(( ($1 > 256 ? $1 - 256 : 0) * $2 )); \
+             [ \"$n\" -gt 0 ] && fallocate -l \"$n\" {fill}; \
+             for i in 1 2 3 4 5; do dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc status=none 2>/dev/null; sync; \
+             if mkdir {probe} 2>/dev/null; then rmdir {probe}; else break; fi; done; stat -f -c '%f free blocks of %b' {mp}",
+            probe = shell_words::quote(&disk.probe_dir())
+        ))
+        .timeout(Duration::from_secs(180))
+    }
+
+    /// Try to make a directory on the disk: prints mkdir's error, or `made` (and removes it again).
+    pub fn mkdir_probe(disk: &Disk) -> Cmd {
+        let probe = shell_words::quote(&disk.probe_dir()).into_owned();
+        Cmd::shell(format!("if mkdir {probe} 2>&1; then rmdir {probe}; echo made; fi"))
+    }
+
+    /// Remove the listed images that are there, with every other reference to the same image (the CRI
+    /// plugin adds one named by the image ID, `sha256:<config digest>`, which would keep its content);
+    /// absent ones are skipped: idempotent.
+    fn remove_images(ctx: &Ctx, refs: &[String]) -> Cmd {
+        let ls = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "ls"]).argv);
+        let rm = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "rm", "--sync"]).argv);
+        let awk = "BEGIN{n=split(names,a,\" \"); for(i=1;i<=n;i++) want[a[i]]=1} \
+                   NR>1 {ref[NR]=$1; dig[NR]=$3; if ($1 in want) keep[$3]=1} END{for (i in ref) if (dig[i] in keep) print ref[i]}";
+        Cmd::shell(format!(
+            "{ls} | awk -v names={} {} | xargs -r {rm}",
+            shell_words::quote(&refs.join(" ")),
+            shell_words::quote(awk)
+        ))
+        .timeout(Duration::from_secs(120))
+    }
+
+    /// The undo: the filler images, the top-up file and any leftover work directory go.
+    fn undo(&self, ctx: &Ctx, disk: &Disk) -> Cmd {
+        let images = Self::remove_images(ctx, &self.refs());
+        Cmd::shell(format!(
+            "rm -f {}; rm -rf {WORK_PREFIX}*; {}",
+            shell_words::quote(&disk.fill_file()),
+            images.argv[2]
+        ))
+        .timeout(Duration::from_secs(180))
+    }
+
+    /// Grow the backing file to `target_mib`, make the loop device see it, grow ext4 online. Each part
+    /// is a no-op when already done: idempotent.
+    pub fn expand(disk: &Disk, target_mib: u64) -> Cmd {
+        let file = shell_words::quote(&disk.backing_file).into_owned();
+        let dev = match &disk.device {
+            Some(d) => shell_words::quote(d).into_owned(),
+            None => format!("\"$(losetup -j {file} -n -O NAME | head -n1)\""),
+        };
+        Cmd::shell(format!(
+            "set -e; want=$(({target_mib} * 1048576)); [ \"$(stat -c %s {file})\" -ge \"$want\" ] || truncate -s \"$want\" {file}; \
+             losetup -c {dev}; resize2fs {dev}; df -h {mp}",
+            mp = shell_words::quote(&disk.mountpoint),
+        ))
+        .timeout(Duration::from_secs(180))
+    }
+}
+
+#[async_trait]
+impl Fault for DiskFull {
+    fn fix_steps(&self) -> &'static [&'static str] {
+        &["remove-unused-images", "expand-disk"]
+    }
+
+    /// kind: containerd's root moved onto a loop-mounted ext4 file of its own inside the node, as soon
+    /// as the node container exists (before kubeadm starts containers), so that filling it fills only
+    /// that file and `expand-disk` has a loop disk to grow; the node keeps the kubelet's disk
+    /// thresholds at the levels the scenario explains (no imagefs eviction, image GC off).
+    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+        let f = KIND_BACKING_FILE;
+        let script = format!(
+            "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
+             set -e; truncate -s {KIND_DISK_MIB}M {f}; mkfs.ext4 -q -F {f}; systemctl stop containerd; \
+             mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a /var/lib/containerd/. /mnt/faultlab-disk/; \
+             umount /mnt/faultlab-disk; mount -o loop {f} /var/lib/containerd; systemctl start containerd"
+        );
+        crate::provider::kind::KindNeeds {
+            node_bootstrap: vec![Cmd::shell(script).timeout(Duration::from_secs(240))],
+            kubelet_config: Some(serde_json::json!({
+                "evictionHard": {"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
+                "imageGCHighThresholdPercent": 100,
+                "imageGCLowThresholdPercent": 99,
+            })),
+            ..Default::default()
+        }
+    }
+
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        if self.images == 0 {
+            return Err(FaultError::Check { step: "fill".into(), message: "images must be at least 1".into() });
+        }
+        let disk = Disk::of(ctx);
+        let out = ctx.run("read-free-space", free_space(&disk.mountpoint)).await?;
+        let (blocks, bsize) = if ctx.dry_run {
+            (245_000, 4096)
+        } else {
+            parse_free(&out.stdout).ok_or_else(|| FaultError::Check {
+                step: "read-free-space".into(),
+                message: format!("cannot read free blocks from {:?}", out.stdout.trim()),
+            })?
+        };
+        let mib = self.layer_mib(blocks * bsize);
+        ctx.undo_on_node("remove the unused images and the file that filled containerd's disk", self.undo(ctx, &disk))?;
+        ctx.note(format!(
+            "{} MiB free on {}: import {} unused images of {mib} MiB of random data each (stored twice: blob and snapshot)",
+            (blocks * bsize) >> 20,
+            disk.mountpoint,
+            self.images
+        ));
+        for image in self.refs() {
+            ctx.run("import-unused-image", Self::build_and_import(ctx, &image, mib)).await?;
+        }
+        ctx.note(format!("top the disk up with {} until no block is free", disk.fill_file()));
+        ctx.run("top-up", Self::top_up(&disk)).await?;
+        ctx.note("a new pod needs a sandbox snapshot on that disk: restart the workload");
+        ctx.restart_target("restart-workload").await
+    }
+
+    /// A directory cannot be made on the disk any more (ext4 keeps up to 4096 clusters for its own
+    /// metadata, reported free but not given to files or directories, so free blocks are not the test).
+    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let disk = Disk::of(ctx);
+        let out = ctx.probe("check-disk-full", Self::mkdir_probe(&disk)).await?;
+        if ctx.dry_run || out.stdout.contains("No space left on device") {
+            return Ok(());
+        }
+        Err(FaultError::Check {
+            step: "check-disk-full".into(),
+            message: format!("a directory can still be made on {}: {}", disk.mountpoint, out.stdout.trim()),
+        })
+    }
+
+    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+        let disk = Disk::of(ctx);
+        match step {
+            "remove-unused-images" => {
+                ctx.note(format!("images no pod uses (old releases): {}", self.refs().join(" ")));
+                ctx.run(step, Self::remove_images(ctx, &self.refs())).await.map(drop)
+            }
+            "expand-disk" => ctx.run(step, Self::expand(&disk, disk.size_mib + self.expand_mib)).await.map(drop),
+            _ => Err(FaultError::UnknownStep { fault: "disk-full", step: step.into() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Output;
+    use crate::faults::testing::ctx;
+    use crate::journal::Undo;
+
+    fn out(stdout: &str) -> Output {
+        Output { status: 0, stdout: stdout.into(), stderr: String::new() }
+    }
+
+    #[test]
+    fn sizes_split_the_free_space_over_the_images() {
+        let f = DiskFull::default();
+        // 960 MiB free: 80 % over 4 images stored twice = 96 MiB each.
+        assert_eq!(f.layer_mib(960 << 20), 96);
+        assert_eq!(parse_free("245000 4096\n"), Some((245000, 4096)));
+        assert_eq!(parse_free("x"), None);
+    }
+
+    #[tokio::test]
+    async fn inject_journals_then_fills_with_images_then_a_file() {
+        let (ctx, fake) = ctx();
+        fake.respond("stat -f -c", out("245760 4096\n"));
+        DiskFull::default().inject(&ctx).await.unwrap();
+        let journal = ctx.journal.snapshot();
+        assert_eq!(journal.entries.len(), 1, "the undo is journalled before anything changes");
+        let Undo::Node { cmd, .. } = &journal.entries[0].undo else { panic!("a node undo") };
+        assert!(cmd.argv[2].starts_with("rm -f /var/lib/faultlab/containerd/faultlab-disk-full.fill; rm -rf /var/tmp/faultlab-disk-full.*; "), "{}", cmd.argv[2]);
+        assert!(cmd.argv[2].contains("-n k8s.io images ls | awk -v names='faultlab.invalid/disk-full/old-release:r1 faultlab.invalid/disk-full/old-release:r2 \
+             faultlab.invalid/disk-full/old-release:r3 faultlab.invalid/disk-full/old-release:r4'"), "{}", cmd.argv[2]);
+        assert!(cmd.argv[2].ends_with("| xargs -r ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm --sync"), "{}", cmd.argv[2]);
+        let lines = fake.lines();
+        assert_eq!(lines.len(), 6, "{lines:#?}");
+        assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 stat -f -c '%f %S' /var/lib/faultlab/containerd");
+        // 960 MiB free: four images of 96 MiB.
+        for (i, line) in lines[1..5].iter().enumerate() {
+            assert!(line.contains("head -c 96M /dev/urandom"), "{line}");
+            assert!(line.contains(&format!("\"RepoTags\":[\"%s\"]")), "{line}");
+            assert!(line.contains(&format!(" faultlab.invalid/disk-full/old-release:r{} ", i + 1)), "{line}");
+            assert!(line.contains("mktemp -d /var/tmp/faultlab-disk-full.XXXXXX"), "{line}");
+            assert!(line.contains("images import image.tar"), "{line}");
+        }
+        assert!(lines[5].contains("fallocate -l \"$n\" /var/lib/faultlab/containerd/faultlab-disk-full.fill"), "{}", lines[5]);
+        let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+    }
+
+    #[tokio::test]
+    async fn verify_needs_a_disk_where_no_directory_can_be_made() {
+        let (ctx, fake) = ctx();
+        fake.respond("mkdir /var/lib/faultlab/containerd/.faultlab-disk-full-probe", out("made\n"));
+        assert!(DiskFull::default().verify_injected(&ctx).await.is_err());
+        fake.respond(
+            "mkdir /var/lib/faultlab/containerd/.faultlab-disk-full-probe",
+            out("mkdir: cannot create directory '/var/lib/faultlab/containerd/.faultlab-disk-full-probe': No space left on device\n"),
+        );
+        DiskFull::default().verify_injected(&ctx).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn fixes_remove_the_old_images_or_grow_the_disk() {
+        let (ctx, fake) = ctx();
+        let fault = DiskFull { images: 2, ..Default::default() };
+        fault.fix("remove-unused-images", &ctx).await.unwrap();
+        fault.fix("expand-disk", &ctx).await.unwrap();
+        let lines = fake.lines();
+        assert_eq!(
+            lines[0],
+            "ip netns exec faultlab-node timeout -k 5 120 sh -c 'ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images ls \
+             | awk -v names='\\''faultlab.invalid/disk-full/old-release:r1 faultlab.invalid/disk-full/old-release:r2'\\'' '\\''BEGIN{n=split(names,a,\" \"); \
+             for(i=1;i<=n;i++) want[a[i]]=1} NR>1 {ref[NR]=$1; dig[NR]=$3; if ($1 in want) keep[$3]=1} END{for (i in ref) if (dig[i] in keep) print ref[i]}'\\'' \
+             | xargs -r ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm --sync'"
+        );
+        // 1024 MiB + 512 MiB, on the profile's loop device.
+        assert!(lines[1].contains("want=$((1536 * 1048576))"), "{}", lines[1]);
+        assert!(lines[1].contains("truncate -s \"$want\" /var/cache/faultlab/containerd.img"), "{}", lines[1]);
+        assert!(lines[1].contains("losetup -c /dev/loop0; resize2fs /dev/loop0"), "{}", lines[1]);
+        assert!(fault.fix("format", &ctx).await.is_err());
+    }
+
+    #[test]
+    fn kind_moves_containerd_onto_a_loop_disk_and_keeps_gc_and_eviction_off() {
+        let needs = DiskFull::default().kind_needs();
+        let boot = &needs.node_bootstrap[0].argv[2];
+        assert!(boot.contains("mount -o loop /var/lib/faultlab-containerd.ext4 /var/lib/containerd"), "{boot}");
+        let k = needs.kubelet_config.unwrap();
+        assert_eq!(k["imageGCHighThresholdPercent"], 100);
+        assert_eq!(k["evictionHard"]["imagefs.available"], "0%");
+    }
+}
