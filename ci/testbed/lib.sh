@@ -239,6 +239,15 @@ fl_image_input_hash() {
   } | sha256sum | cut -c1-64
 }
 
+# `      <role>: <ref>` for every image directory: the directory's name is the image's role, as scenario
+# manifests name it (`${images.busybox}`, `${images.inotify}`, ...).
+fl_image_roles() {
+  local dir
+  for dir in "$FL_TESTBED_DIR"/images/*/; do
+    printf '      %s: %s\n' "$(basename "$dir")" "$(fl_image_ref "$dir")"
+  done
+}
+
 fl_image_ref() { # ref of image dir $1
   awk '$1 == "ref" {print $2}' "$1/image.spec" | head -n 1
 }
@@ -659,6 +668,13 @@ fl_setup_netns() {
   # Cloud metadata probes (cAdvisor's GCE check, the in-tree AWS credential provider) would wait
   # for time-outs on every kubelet start (about 11 s); fail them at once instead.
   fl_in_node ip route replace unreachable 169.254.169.254/32
+  # Likewise the host's name servers: containerd resolves through the host's resolv.conf, and no
+  # name server is reachable from the node (the host does not forward). A lookup (such as a pull of
+  # the local-only pause image) then fails at once instead of timing out, and no query leaves.
+  local ns
+  while read -r ns; do
+    fl_in_node ip route replace unreachable "$ns/32"
+  done < <(awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ {print $2}' /etc/resolv.conf)
   # Forwarding for pods is a per-namespace setting: node namespace only.
   fl_in_node sysctl -qw net.ipv4.ip_forward=1
 }
@@ -1016,8 +1032,7 @@ nodes:
       sizeMiB: $FL_DISK_MIB
     nodePackage: $FL_NODE_PACKAGE
     images:
-      pause: $FL_PAUSE_REF
-      busybox: $FL_BUSYBOX_REF
+$(fl_image_roles)
 EOD
 }
 

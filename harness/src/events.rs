@@ -79,8 +79,10 @@ impl EventLog {
         (log, push)
     }
 
-    /// Start watching Events in `namespace` and those about node `node`.
-    pub fn start(client: Client, namespace: &str, node: &str) -> EventLog {
+    /// Start watching Events in `namespace` and those about node `node`, and return once both watches
+    /// have listed what is already there (the baseline), so nothing that follows is mistaken for it.
+    pub async fn start(client: Client, namespace: &str, node: &str) -> EventLog {
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
         let (tx, rx) = watch::channel(0usize);
         let tx = Arc::new(tx);
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -91,6 +93,7 @@ impl EventLog {
         for (api, cfg) in [(ns_api, watcher::Config::default()), (node_api, watcher::Config::default().fields(&node_fields))] {
             let seen = seen.clone();
             let tx = tx.clone();
+            let ready = ready_tx.clone();
             let task = tokio::spawn(async move {
                 let mut baseline: HashMap<String, i32> = HashMap::new();
                 let mut initial = true;
@@ -102,6 +105,9 @@ impl EventLog {
                             continue;
                         }
                         Ok(watcher::Event::InitDone) => {
+                            if initial {
+                                let _ = ready.send(()).await;
+                            }
                             initial = false;
                             continue;
                         }
@@ -140,7 +146,25 @@ impl EventLog {
             });
             log.tasks.lock().unwrap().push(task);
         }
+        drop(ready_tx);
+        // Both baselines listed, or give up waiting after a while (the watcher retries on its own).
+        let _ = tokio::time::timeout(Duration::from_secs(20), async {
+            for _ in 0..2 {
+                ready_rx.recv().await;
+            }
+        })
+        .await;
         log
+    }
+
+    /// Wait until no new event has arrived for `quiet` (at most `max`): the kubelet sends events
+    /// asynchronously, so some of what a recovery caused arrive after the recovery itself was seen.
+    pub async fn settle(&self, quiet: Duration, max: Duration) {
+        let mut changed = self.changed.clone();
+        let _ = tokio::time::timeout(max, async {
+            while let Ok(Ok(())) = tokio::time::timeout(quiet, changed.changed()).await {}
+        })
+        .await;
     }
 
     pub fn stop(&self) {
@@ -350,6 +374,36 @@ mod tests {
         assert_eq!(occurrences(&first), 1);
         let series: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "involvedObject": {}, "series": {"count": 4, "lastObservedTime": "2026-11-22T01:06:08.000000Z"}})).unwrap();
         assert_eq!(occurrences(&series), 4, "a repeat written through events.k8s.io/v1 counts");
+    }
+
+    #[tokio::test]
+    async fn settle_waits_for_late_events_then_for_quiet() {
+        let (log, push) = EventLog::detached();
+        let push = std::sync::Arc::new(push);
+        let late = push.clone();
+        tokio::spawn(async move {
+            for i in 0..3 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                late(seen("Pod", "p", &format!("Late{i}"), "x", Instant::now()));
+            }
+        });
+        let started = Instant::now();
+        log.settle(Duration::from_millis(250), Duration::from_secs(5)).await;
+        assert_eq!(log.seen().len(), 3, "events arriving within the quiet period are kept");
+        assert!(started.elapsed() >= Duration::from_millis(550) && started.elapsed() < Duration::from_secs(2));
+        // Bounded: a stream that never goes quiet does not hold teardown up.
+        let (busy, push_busy) = EventLog::detached();
+        let push_busy = std::sync::Arc::new(push_busy);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                push_busy(seen("Pod", "p", "Busy", "x", Instant::now()));
+            }
+        });
+        let started = Instant::now();
+        busy.settle(Duration::from_millis(100), Duration::from_millis(400)).await;
+        assert!(started.elapsed() < Duration::from_secs(1));
+        task.abort();
     }
 
     #[tokio::test]

@@ -88,6 +88,9 @@ enum Command {
         /// Write a JUnit XML report here.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Keep the fault in place this long after the symptom, before the fix (e.g. 5m).
+        #[arg(long, value_parser = parse_duration)]
+        hold: Option<Duration>,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -246,7 +249,7 @@ async fn main() -> Result<()> {
                 println!("{}", suite::plan(&s, &choice).await?);
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, hold } => {
             let choice = choose(&provider, keep)?;
             let scenarios = targets(&dir, &target)?;
             let started = Instant::now();
@@ -254,7 +257,8 @@ async fn main() -> Result<()> {
             for s in &scenarios {
                 let rec = Recorder::default();
                 let ticker = progress(rec.clone(), s.name().to_string());
-                let report = suite::run(s, &choice, allow_existing.as_deref(), rec).await;
+                let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold };
+                let report = suite::run(s, &choice, &options, rec).await;
                 ticker.abort();
                 if output == Output::Text {
                     println!("{}", report.line());

@@ -108,6 +108,8 @@ pub struct Run {
     pub scenario: Loaded,
     /// The fault, one instance for the whole run: what it learns in one phase it keeps for the next.
     pub fault: Arc<crate::faults::FaultSpec>,
+    /// Keep the fault in place this long after the symptom, before the fix (`faultlab run --hold`).
+    pub hold: Option<Duration>,
     pub namespace: String,
     pub ctx: Arc<Ctx>,
     pub client: Option<kube::Client>,
@@ -154,7 +156,7 @@ impl Run {
             dry_run,
         };
         let fault = Arc::new(scenario.scenario.fault.clone());
-        Run { scenario, fault, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
+        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
     }
 
     fn rec(&self) -> &Recorder {
@@ -205,9 +207,8 @@ impl Run {
     pub async fn inject(&mut self) -> Result<(), RunError> {
         self.begin(Phase::Inject);
         if let Some(client) = &self.client {
-            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()));
-            // Let the event watch list its baseline before anything breaks.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Returns once the watch has listed its baseline, before anything breaks.
+            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()).await);
         } else {
             self.rec().push(Channel::Wait, format!("watch /api/v1/namespaces/{}/events and events of node {}", self.namespace, self.ctx.node.name()));
         }
@@ -301,6 +302,8 @@ impl Run {
     pub async fn teardown(&mut self) -> Vec<JournalError> {
         self.begin(Phase::Teardown);
         if let Some(log) = &self.events {
+            // Let the events the recovery caused arrive before the record is closed.
+            log.settle(Duration::from_secs(3), Duration::from_secs(20)).await;
             log.stop();
         }
         let journal = self.ctx.journal.snapshot();
@@ -327,6 +330,13 @@ impl Run {
         self.setup().await?;
         self.inject().await?;
         self.await_symptom().await?;
+        if let Some(hold) = self.hold {
+            // Keep the cluster broken for a while (to look at it, or to interrupt a run mid-fault).
+            self.ctx.note(format!("hold the fault for {} before the fix", crate::duration::format(hold)));
+            if !self.ctx.dry_run {
+                tokio::time::sleep(hold).await;
+            }
+        }
         self.fix().await?;
         self.await_recovery().await
     }

@@ -164,8 +164,18 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
     Ok(format!("## {} ({})\n{}", scenario.name(), choice.name(), rec.render()))
 }
 
-/// Run one scenario end to end and report it. `allow_existing` names a context the user allows.
-pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> ScenarioReport {
+/// How a run goes, beyond the scenario and the provider.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// A context faultlab did not create, which the user allows (`--allow-existing`).
+    pub allow_existing: Option<String>,
+    /// Keep the fault in place this long after the symptom, before the fix (`--hold`).
+    pub hold: Option<std::time::Duration>,
+}
+
+/// Run one scenario end to end and report it.
+pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder) -> ScenarioReport {
+    let allow_existing = options.allow_existing.as_deref();
     let mut report = ScenarioReport::ignored(scenario.name(), "");
     report.provider = choice.name().into();
     report.status = Status::Failed;
@@ -253,7 +263,10 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, allow_existing: Opt
     };
     report.node = node.name.clone();
     let run = match Run::new(scenario.clone(), &cluster, node, client, &journal::journal_dir(), rec.clone()) {
-        Ok(r) => r,
+        Ok(mut r) => {
+            r.hold = options.hold;
+            r
+        }
         Err(e) => {
             let r = fail(report, Phase::Setup, e.to_string());
             return finish_provider(r).await;

@@ -311,13 +311,15 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
         out.push_str(&format!("\n$ kubectl -n {ns} describe pod {name}\n...\nEvents:\n"));
         out.push_str(&format!("  {:<8} {:<24} {:<6} {:<18} {}\n", "Type", "Reason", "Age", "From", "Message"));
         let mut evs: Vec<&Event> = events.items.iter().filter(|e| e.involved_object.name.as_deref() == Some(name.as_str())).collect();
-        evs.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or_default());
+        // Events written through events.k8s.io (the scheduler's) carry eventTime, not lastTimestamp.
+        let last = |e: &Event| e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0));
+        evs.sort_by_key(|e| last(e).map(|t| t.as_second()).unwrap_or_default());
         for e in evs {
             let count = e.count.unwrap_or(1);
             let age_text = if count > 1 {
-                format!("{} (x{count} over {})", age(e.last_timestamp.as_ref().map(|t| &t.0)), age(e.first_timestamp.as_ref().map(|t| &t.0)))
+                format!("{} (x{count} over {})", age(last(e).as_ref()), age(e.first_timestamp.as_ref().map(|t| &t.0)))
             } else {
-                age(e.last_timestamp.as_ref().map(|t| &t.0))
+                age(last(e).as_ref())
             };
             let from = e.source.as_ref().and_then(|s| s.component.clone()).unwrap_or_default();
             out.push_str(&format!(
@@ -417,7 +419,7 @@ pub async fn solution(session: &mut Session, apply: bool) -> Result<String, Trai
     }
     out.push_str("\nSteps, in the document's order:\n");
     for (i, f) in sc.fix.iter().enumerate() {
-        out.push_str(&format!("  {}. {} — {}\n", i + 1, f.step, f.doc.trim()));
+        out.push_str(&format!("  {}. {} — {}\n", i + 1, f.step, f.doc.trim().replace('\n', "\n     ")));
     }
     session.solution_shown = true;
     session.save()?;

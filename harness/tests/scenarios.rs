@@ -94,7 +94,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             Some(n) => Some(suite::node_state(n).await.map_err(|e| format!("reading the node's state before the run: {e}"))?),
             None => None,
         };
-        let report = suite::run(&loaded, &choice, None, Recorder::default()).await;
+        let report = suite::run(&loaded, &choice, &suite::RunOptions::default(), Recorder::default()).await;
         eprintln!("{}", report.line());
         if let Some(dir) = &report_dir {
             let _ = std::fs::create_dir_all(dir);

@@ -85,15 +85,23 @@ fn trial(description: PathBuf, signal: i32) -> Result<(), Failed> {
     let before = node_state(&node, &rt)?;
 
     let mut child = faultlab(state.path())
-        .args(["run", SCENARIO, "--provider", "existing"])
+        // Held after the symptom, so the kill lands while the fault is in place, whatever the timings.
+        .args(["run", SCENARIO, "--provider", "existing", "--hold", "5m"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| e.to_string())?;
     let journal = wait_for_fault(state.path(), &mut child)?;
     let namespace = Journal::open(&journal).map_err(|e| e.to_string())?.snapshot().run_id;
-    // In the middle of the fault: the image is gone and the pod is failing.
-    std::thread::sleep(Duration::from_secs(2));
+    // In the middle of the fault: wait until the node shows it (the image is gone), then kill.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while node_state(&node, &rt)? == before {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("the fault never showed on the node".into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     unsafe { libc::kill(child.id() as i32, signal) };
     let status = child.wait().map_err(|e| e.to_string())?;
 
@@ -103,6 +111,9 @@ fn trial(description: PathBuf, signal: i32) -> Result<(), Failed> {
         }
         if node_state(&node, &rt)? == before {
             return Err("after SIGKILL the fault should still be in place (nothing undid it yet)".into());
+        }
+        if faultlab::journal::pid_alive(child.id()) {
+            return Err("the killed run is still alive".into());
         }
         let out = faultlab(state.path()).arg("cleanup").output().map_err(|e| e.to_string())?;
         if !out.status.success() {
