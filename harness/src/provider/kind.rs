@@ -182,7 +182,8 @@ impl Kind {
             images: ImageSet {
                 pause: self.needs.sandbox_image.clone().unwrap_or_else(|| "registry.k8s.io/pause:3.10".into()),
                 busybox: "docker.io/library/busybox:1.36".into(),
-                more: Default::default(),
+                // Upstream busybox has the inotifyd applet (the test bed's Debian build has not).
+                more: [("inotify".to_string(), "docker.io/library/busybox:1.36".to_string())].into(),
             },
         }
     }
