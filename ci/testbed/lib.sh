@@ -715,9 +715,12 @@ fl_setup_disk() {
 #   sysctl.<name>      the value of each sysctl the kubelet sets
 #   created-dirs       fixed host directories that did not exist
 #   run-netns-mount    present if /run/netns was not a mount point (ip netns add makes it one)
+#   cni-netns-before   the cni-* network namespaces that existed before (none of them is ours)
 fl_record_host() {
   mkdir -p "$FL_HOSTREC"
   local s d
+  [ -f "$FL_HOSTREC/cni-netns-before" ] ||
+    { ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}' | sort >"$FL_HOSTREC/cni-netns-before"; }
   for s in "${FL_KUBELET_SYSCTLS[@]}"; do
     [ -f "$FL_HOSTREC/sysctl.$s" ] || sysctl -n "$s" >"$FL_HOSTREC/sysctl.$s"
   done
@@ -1089,6 +1092,19 @@ fl_pod_netns_paths() {
       printf '/run/netns/%s\n' "$n"
     fi
   done
+}
+
+# cni-* network namespaces that appeared since up and that no process uses: pod sandboxes whose
+# network was never set up, or that a controller re-created while down was deleting the pods.
+# Call it once the kubelet and containerd are stopped.
+fl_new_idle_cni_netns() {
+  local n
+  [ -f "$FL_HOSTREC/cni-netns-before" ] || return 0
+  for n in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'); do
+    grep -qx "$n" "$FL_HOSTREC/cni-netns-before" && continue
+    [ -z "$(ip netns pids "$n" 2>/dev/null)" ] && printf '/run/netns/%s\n' "$n"
+  done
+  return 0
 }
 
 # Remove the kubelet's cgroups (kubepods/...), deepest first.
