@@ -989,6 +989,34 @@ fl_import_images() {
   done
 }
 
+# The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
+# pod-sandbox commands, harness/src/bin/faultlab-cri.rs), built from this repository with cargo, or
+# taken from $FAULTLAB_CRI_BIN or an existing build when there is no cargo (for example under sudo).
+FL_CRI_BIN=$FL_TB/bin/faultlab-cri
+fl_install_cri_client() {
+  local repo src=${FAULTLAB_CRI_BIN:-}
+  repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
+  if [ -z "$src" ] && command -v cargo >/dev/null 2>&1; then
+    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p faultlab --bin faultlab-cri \
+      || die "building faultlab-cri failed (cargo build -p faultlab --bin faultlab-cri in $repo)"
+    src="${CARGO_TARGET_DIR:-$repo/target}/debug/faultlab-cri"
+  fi
+  if [ -z "$src" ]; then
+    for src in "$repo/target/debug/faultlab-cri" "$repo/target/release/faultlab-cri" ""; do
+      [ -x "$src" ] && break
+    done
+  fi
+  if [ -z "$src" ] || [ ! -x "$src" ]; then
+    die "no CRI client for the node: install cargo, or build it first (cargo build --bin faultlab-cri) or set FAULTLAB_CRI_BIN"
+  fi
+  mkdir -p "$(dirname "$FL_CRI_BIN")"
+  if ! cmp -s "$src" "$FL_CRI_BIN"; then
+    install -m 0755 "$src" "$FL_CRI_BIN.tmp" && mv -f "$FL_CRI_BIN.tmp" "$FL_CRI_BIN"
+  fi
+  "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CTRD_SOCK" version >/dev/null \
+    || die "$FL_CRI_BIN cannot reach containerd's CRI at $FL_CTRD_SOCK"
+}
+
 # The "node package" the pause-missing fix unpacks: pause-3.1.tgz holding pause-3.1.tar.
 fl_write_node_package() {
   local tar tmp
@@ -1032,6 +1060,7 @@ nodes:
       config: $FL_KUBELET_CONF
       extraFlagsFile: $FL_KUBELET_EXTRA
       restart: [$FL_TESTBED_DIR/node, restart, kubelet]
+    crictl: [$FL_CRI_BIN, --runtime-endpoint, unix://$FL_CTRD_SOCK]
     disk:
       mountpoint: $FL_CTRD_ROOT
       backingFile: $FL_DISK_FILE

@@ -82,15 +82,28 @@ impl EventLog {
     /// Start watching Events in `namespace` and those about node `node`, and return once both watches
     /// have listed what is already there (the baseline), so nothing that follows is mistaken for it.
     pub async fn start(client: Client, namespace: &str, node: &str) -> EventLog {
+        Self::start_watches(client, Some(namespace), node).await
+    }
+
+    /// Start watching only the Events about node `node` (after the same baseline).
+    pub async fn start_node(client: Client, node: &str) -> EventLog {
+        Self::start_watches(client, None, node).await
+    }
+
+    async fn start_watches(client: Client, namespace: Option<&str>, node: &str) -> EventLog {
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
         let (tx, rx) = watch::channel(0usize);
         let tx = Arc::new(tx);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default() };
-        let ns_api: Api<Event> = Api::namespaced(client.clone(), namespace);
-        let node_api: Api<Event> = Api::all(client);
+        let node_api: Api<Event> = Api::all(client.clone());
         let node_fields = format!("involvedObject.kind=Node,involvedObject.name={node}");
-        for (api, cfg) in [(ns_api, watcher::Config::default()), (node_api, watcher::Config::default().fields(&node_fields))] {
+        let mut watches = vec![(node_api, watcher::Config::default().fields(&node_fields))];
+        if let Some(namespace) = namespace {
+            watches.push((Api::namespaced(client, namespace), watcher::Config::default()));
+        }
+        let count = watches.len();
+        for (api, cfg) in watches {
             let seen = seen.clone();
             let tx = tx.clone();
             let ready = ready_tx.clone();
@@ -147,9 +160,9 @@ impl EventLog {
             log.tasks.lock().unwrap().push(task);
         }
         drop(ready_tx);
-        // Both baselines listed, or give up waiting after a while (the watcher retries on its own).
+        // Every baseline listed, or give up waiting after a while (the watcher retries on its own).
         let _ = tokio::time::timeout(Duration::from_secs(20), async {
-            for _ in 0..2 {
+            for _ in 0..count {
                 ready_rx.recv().await;
             }
         })
@@ -198,11 +211,13 @@ impl EventLog {
 }
 
 /// How often an event has occurred. Events written through core/v1 count in `count`; those written
-/// through events.k8s.io/v1 (the scheduler's, from 1.19 on) keep `count` unset and count repeats in
-/// `series.count`, so a repeat shows only there.
+/// through events.k8s.io/v1 (the scheduler's, from 1.19 on) keep `count` unset and count the repeats
+/// after the first in `series.count`: client-go's event library patches the first repeat in with
+/// `series.count: 1` (seen on the test bed: a FailedScheduling created before the watch's baseline,
+/// then patched with series count 1), so the occurrences are the first one plus the series.
 pub fn occurrences(event: &Event) -> i32 {
     let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(0);
-    event.count.unwrap_or(1).max(series)
+    event.count.filter(|c| *c > 0).unwrap_or(1) + series
 }
 
 fn missing(gates: &[(EventGate, Regex)], seen: &[Seen]) -> Vec<String> {
@@ -372,8 +387,11 @@ mod tests {
         assert_eq!(occurrences(&core), 3);
         let first: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "b"}, "involvedObject": {}})).unwrap();
         assert_eq!(occurrences(&first), 1);
+        // The scheduler's first repeat: series.count 1 after an event that had no series.
+        let repeat: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "b"}, "involvedObject": {}, "series": {"count": 1, "lastObservedTime": "2026-11-22T03:35:14.732765Z"}})).unwrap();
+        assert!(occurrences(&repeat) > occurrences(&first), "the first repeat written through events.k8s.io/v1 counts");
         let series: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "involvedObject": {}, "series": {"count": 4, "lastObservedTime": "2026-11-22T01:06:08.000000Z"}})).unwrap();
-        assert_eq!(occurrences(&series), 4, "a repeat written through events.k8s.io/v1 counts");
+        assert_eq!(occurrences(&series), 5, "the first occurrence and four repeats");
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 
 pub mod cleanup;
 pub mod cmd;
+pub mod cri;
 pub mod datafile;
 pub mod duration;
 pub mod events;

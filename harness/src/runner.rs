@@ -16,7 +16,7 @@ use crate::kube_ops::{Kube, KubeError};
 use crate::node::{Executor, FakeExecutor, HostExecutor, Node, NodeProfile};
 use crate::provider::Cluster;
 use crate::record::{Channel, Phase, Recorder};
-use crate::scenario::{ClaimGate, Loaded, NodeGate, PodGate, ScenarioError};
+use crate::scenario::{ClaimGate, ConditionGate, Loaded, NodeGate, PodGate, ScenarioError};
 use crate::vars::Vars;
 use crate::wait::{self, WaitError};
 
@@ -307,6 +307,14 @@ impl Run {
             log.stop();
         }
         let journal = self.ctx.journal.snapshot();
+        // An undo that restarts the kubelet or containerd makes the node send events (Starting,
+        // NodeHas..., NodeReady) for a while after: watch them from before the replay, so the wait
+        // below can tell when they have stopped and none lands in the next run's record.
+        let restarts = journal.entries.iter().any(|e| !e.done && restarts_daemon(&self.ctx.node.profile, &e.undo));
+        let node_events = match (&self.client, restarts && !self.ctx.dry_run) {
+            (Some(client), true) => Some(EventLog::start_node(client.clone(), self.ctx.node.name()).await),
+            _ => None,
+        };
         for entry in journal.entries.iter().rev().filter(|e| !e.done) {
             let line = match &entry.undo {
                 Undo::Node { access, cmd } => crate::cmd::shell_join(&access.wrap(cmd)),
@@ -321,6 +329,17 @@ impl Run {
             self.rec().push(channel, line);
         }
         let errors = if self.ctx.dry_run { Vec::new() } else { crate::journal::replay_for_real(&self.ctx.journal).await };
+        if restarts {
+            self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
+            let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
+            if let Err(e) = self.await_gates(None, Some(&ready), None, Instant::now() + Duration::from_secs(90)).await {
+                tracing::warn!("teardown: node {} not Ready again: {e}", self.ctx.node.name());
+            }
+        }
+        if let Some(log) = node_events {
+            log.settle(Duration::from_secs(3), Duration::from_secs(30)).await;
+            log.stop();
+        }
         self.end(Phase::Teardown);
         errors
     }
@@ -405,4 +424,32 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "panic".into())
+}
+
+/// Whether an undo restarts the node's kubelet or containerd (it runs the profile's restart command,
+/// alone or in a script).
+pub fn restarts_daemon(profile: &NodeProfile, undo: &Undo) -> bool {
+    let Undo::Node { cmd, .. } = undo else { return false };
+    [&profile.kubelet.restart, &profile.containerd.restart]
+        .iter()
+        .any(|r| !r.is_empty() && (cmd.argv == **r || cmd.argv.iter().any(|a| a.contains(&crate::cmd::shell_join(r)))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Cmd;
+
+    #[test]
+    fn undos_that_restart_the_kubelet_or_containerd_are_recognised() {
+        let profile = crate::testbed::tests::sample_profile();
+        let access = profile.access().unwrap();
+        let node = |cmd: Cmd| Undo::Node { access: access.clone(), cmd };
+        assert!(restarts_daemon(&profile, &node(profile.restart_kubelet())));
+        assert!(restarts_daemon(&profile, &node(profile.restart_containerd())));
+        let script = format!("cp /a /b; {}", profile.restart_kubelet().shell_line());
+        assert!(restarts_daemon(&profile, &node(Cmd::shell(script))));
+        assert!(!restarts_daemon(&profile, &node(Cmd::new(["ip", "route", "replace", "default"]))));
+        assert!(!restarts_daemon(&profile, &Undo::Host { cmd: Cmd::new(["true"]) }));
+    }
 }

@@ -53,7 +53,57 @@ pub fn check(platform: &str, scenario: &str, events: &[Normalised]) -> SnapshotR
                 .cloned()
                 .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "snapshot assertion failed".into());
-            SnapshotResult::Mismatched(format!("{text} ({})", path(platform, scenario).display()))
+            let file = path(platform, scenario);
+            let mut detail = format!("{text} ({})", file.display());
+            // The diff insta printed can scroll away in a long log: name the differing events here too.
+            if let Some(stored) = std::fs::read_to_string(&file).ok().and_then(|t| stored_events(&t)) {
+                let (missing, unexpected) = difference(&stored, &events);
+                for e in missing {
+                    detail.push_str(&format!("\n    missing:    {}", one_line(e)));
+                }
+                for e in unexpected {
+                    detail.push_str(&format!("\n    unexpected: {}", one_line(e)));
+                }
+            }
+            SnapshotResult::Mismatched(detail)
         }
+    }
+}
+
+/// The events of a stored snapshot (the YAML list after insta's header).
+pub fn stored_events(text: &str) -> Option<Vec<Normalised>> {
+    let body = text.strip_prefix("---\n")?.split_once("\n---\n")?.1;
+    serde_saphyr::from_str(body).ok()
+}
+
+/// What the stored list has that the new one lacks, and the other way round.
+pub fn difference<'a>(stored: &'a [Normalised], new: &'a [Normalised]) -> (Vec<&'a Normalised>, Vec<&'a Normalised>) {
+    let missing = stored.iter().filter(|e| !new.contains(e)).collect();
+    let unexpected = new.iter().filter(|e| !stored.contains(e)).collect();
+    (missing, unexpected)
+}
+
+fn one_line(e: &Normalised) -> String {
+    format!("{} {} {} ({}): {}", e.object, e.type_, e.reason, e.source, e.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(reason: &str, message: &str) -> Normalised {
+        Normalised { object: "Pod/web-<id>".into(), type_: "Normal".into(), reason: reason.into(), source: "kubelet".into(), message: message.into() }
+    }
+
+    #[test]
+    fn a_stored_snapshot_is_read_back_and_compared_event_by_event() {
+        let text = "---\nsource: harness/src/snapshot.rs\ndescription: x\n---\n- object: Pod/web-<id>\n  type: Normal\n  reason: Pulled\n  source: kubelet\n  message: \"Container image \\\"x\\\" already present\"\n- object: Pod/web-<id>\n  type: Normal\n  reason: Killing\n  source: kubelet\n  message: Stopping container app\n";
+        let stored = stored_events(text).unwrap();
+        assert_eq!(stored, vec![ev("Pulled", "Container image \"x\" already present"), ev("Killing", "Stopping container app")]);
+        let new = vec![ev("Pulled", "Container image \"x\" already present"), ev("BackOff", "Back-off")];
+        let (missing, unexpected) = difference(&stored, &new);
+        assert_eq!(missing, vec![&ev("Killing", "Stopping container app")]);
+        assert_eq!(unexpected, vec![&ev("BackOff", "Back-off")]);
+        assert!(stored_events("no header").is_none());
     }
 }

@@ -22,6 +22,7 @@ pub mod configmap_missing;
 pub mod cpu_count;
 pub mod default_route;
 pub mod disk_full;
+pub mod duplicate_container;
 pub mod inotify_limit;
 pub mod pause_missing;
 pub mod storageclass_missing;
@@ -187,6 +188,7 @@ faults! {
     "cpu-count" => CpuCount(cpu_count::CpuCount),
     "default-route" => DefaultRoute(default_route::DefaultRoute),
     "disk-full" => DiskFull(disk_full::DiskFull),
+    "duplicate-container" => DuplicateContainer(duplicate_container::DuplicateContainer),
     "inotify-limit" => InotifyLimit(inotify_limit::InotifyLimit),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
     "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),

@@ -124,6 +124,10 @@ pub struct NodeProfile {
     pub gateway_device: Option<String>,
     pub containerd: ContainerdProfile,
     pub kubelet: KubeletProfile,
+    /// The argv of a crictl-compatible CRI client on the node, flags included (absent: `crictl`, as on
+    /// kind nodes; the test bed has `faultlab-cri`, because Debian has no crictl).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crictl: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskProfile>,
     /// The node package tarball that holds the pause image.
@@ -140,6 +144,17 @@ impl NodeProfile {
             (None, Some(netns)) => Some(NodeAccess::Netns { netns: netns.clone() }),
             (None, None) => None,
         }
+    }
+
+    /// `crictl ARGS...` with this node's CRI client.
+    pub fn crictl<I, S>(&self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut argv = self.crictl.clone().unwrap_or_else(|| vec!["crictl".into()]);
+        argv.extend(args.into_iter().map(Into::into));
+        Cmd::new(argv)
     }
 
     /// `ctr --address <socket> -n <namespace> ARGS...` for this node's containerd.

@@ -177,6 +177,8 @@ impl Kind {
                 extra_flags_file: None,
                 restart: vec!["systemctl".into(), "restart".into(), "kubelet".into()],
             },
+            // kindest/node carries crictl, configured by /etc/crictl.yaml.
+            crictl: None,
             disk: None,
             node_package: Some("/opt/cloud/cce/package/node-package/pause-3.1.tgz".into()),
             images: ImageSet {

@@ -1,0 +1,169 @@
+//! `faultlab-cri`: the pod-sandbox commands of crictl (`version`, `pods`, `runp`, `stopp`, `rmp`), with
+//! crictl's flags, config files and JSON output, for nodes that have no crictl (the test bed). See
+//! `faultlab::cri`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use faultlab::cri::{self, api, PodsFilter, RuntimeClient, SandboxJson, SandboxListJson};
+
+#[derive(Parser)]
+#[command(name = "faultlab-cri", version, about = "crictl's pod-sandbox commands over CRI runtime.v1 (for nodes without crictl)")]
+struct Cli {
+    /// The runtime's CRI socket.
+    #[arg(short = 'r', long, env = "CONTAINER_RUNTIME_ENDPOINT", default_value = "unix:///run/containerd/containerd.sock", global = true)]
+    runtime_endpoint: String,
+    /// Timeout of each call, in seconds (crictl: --timeout 2s).
+    #[arg(short = 't', long, default_value = "10", global = true, value_parser = parse_seconds)]
+    timeout: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let number = text.strip_suffix('s').unwrap_or(text);
+    number.parse::<u64>().map(Duration::from_secs).map_err(|_| format!("{text:?} is not a number of seconds"))
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The runtime's name and versions.
+    Version,
+    /// List pod sandboxes.
+    Pods {
+        /// Only sandboxes whose name matches this regular expression.
+        #[arg(long)]
+        name: Option<String>,
+        /// Only sandboxes whose namespace matches this regular expression.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only sandboxes with this label (key=value); may be repeated.
+        #[arg(long)]
+        label: Vec<String>,
+        /// ready or notready.
+        #[arg(long)]
+        state: Option<String>,
+        /// Only sandbox IDs, one a line.
+        #[arg(short, long)]
+        quiet: bool,
+        /// table or json.
+        #[arg(short, long, default_value = "table")]
+        output: String,
+    },
+    /// Run a pod sandbox from a config file (crictl's JSON format); prints its ID.
+    Runp {
+        /// Runtime handler (RuntimeClass handler) to use.
+        #[arg(long, default_value = "")]
+        runtime: String,
+        config: PathBuf,
+    },
+    /// Stop pod sandboxes.
+    Stopp {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Remove pod sandboxes.
+    Rmp {
+        /// Stop each one first if it is running.
+        #[arg(short, long)]
+        force: bool,
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Each cause once: tonic repeats its cause in its own text.
+            let mut text = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !text.contains(&c) {
+                    text = format!("{text}: {c}");
+                }
+            }
+            eprintln!("faultlab-cri: {text}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    // Read a config before connecting: a bad file is the user's error, whatever the runtime.
+    let sandbox_config = match &cli.command {
+        Command::Runp { config, .. } => {
+            let text = std::fs::read_to_string(config).map_err(|source| cri::CriError::ReadConfig { path: config.clone(), source })?;
+            Some(cri::parse_sandbox_config(config, &text)?)
+        }
+        _ => None,
+    };
+    let mut client = RuntimeClient::connect(&cli.runtime_endpoint, cli.timeout).await?;
+    match cli.command {
+        Command::Version => {
+            let v = client.version().await?;
+            println!(
+                "Version:  {}\nRuntimeName:  {}\nRuntimeVersion:  {}\nRuntimeApiVersion:  {}",
+                v.version, v.runtime_name, v.runtime_version, v.runtime_api_version
+            );
+        }
+        Command::Pods { name, namespace, label, state, quiet, output } => {
+            let mut filter = api::PodSandboxFilter::default();
+            for l in &label {
+                let (k, v) = cri::parse_label(l)?;
+                filter.label_selector.insert(k, v);
+            }
+            if let Some(s) = &state {
+                filter.state = Some(api::PodSandboxStateValue { state: cri::parse_state(s)? as i32 });
+            }
+            let keep = PodsFilter::new(name.as_deref(), namespace.as_deref())?;
+            let mut items: Vec<api::PodSandbox> = client.list_pod_sandbox(filter).await?.into_iter().filter(|s| keep.keeps(s)).collect();
+            // Newest first, as crictl sorts them.
+            items.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            if quiet {
+                for s in &items {
+                    println!("{}", s.id);
+                }
+            } else if output == "json" {
+                let list = SandboxListJson { items: items.iter().map(SandboxJson::from_api).collect() };
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if output == "table" {
+                println!("{:<15} {:<16} {:<40} {:<20} {:<8}", "POD ID", "STATE", "NAME", "NAMESPACE", "ATTEMPT");
+                for s in items.iter().map(SandboxJson::from_api) {
+                    let state = if s.ready() { "Ready" } else { "NotReady" };
+                    let short: String = s.id.chars().take(13).collect();
+                    println!("{:<15} {:<16} {:<40} {:<20} {:<8}", short, state, s.metadata.name, s.metadata.namespace, s.metadata.attempt);
+                }
+            } else {
+                anyhow::bail!("--output {output:?}: expected table or json");
+            }
+        }
+        Command::Runp { runtime, .. } => {
+            let parsed = sandbox_config.expect("read above");
+            let id = client.run_pod_sandbox(parsed, &runtime).await?;
+            println!("{id}");
+        }
+        Command::Stopp { ids } => {
+            for id in ids {
+                client.stop_pod_sandbox(&id).await?;
+                println!("Stopped sandbox {id}");
+            }
+        }
+        Command::Rmp { force, ids } => {
+            for id in ids {
+                if force {
+                    client.stop_pod_sandbox(&id).await?;
+                }
+                client.remove_pod_sandbox(&id).await?;
+                println!("Removed sandbox {id}");
+            }
+        }
+    }
+    Ok(())
+}
