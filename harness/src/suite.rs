@@ -310,17 +310,20 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
 }
 
 /// What a scenario may touch on a node, as text: images, routes, the inotify budget, kubelet's extra
-/// flags, CPU manager state, and containerd's disk (its size and what lies at its top). Equal before
-/// and after a run means the node was restored.
+/// flags, CPU manager state, containerd's disk (its size and what lies at its top), and the sandboxes
+/// faultlab made as duplicates. Equal before and after a run means the node was restored.
 pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
     let access = node.access().expect("validated");
     let ctr = crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv);
+    let pods = crate::cmd::shell_join(&node.crictl(["pods", "-o", "json"]).argv);
+    let duplicate = crate::faults::duplicate_container::DUPLICATE_LABEL;
     let flags = node.kubelet.extra_flags_file.clone().unwrap_or_else(|| "/nonexistent".into());
     let script = format!(
         "echo '# images'; {ctr} | sort; echo '# routes'; ip route | sed 's/ linkdown//'; echo '# fs.inotify.max_user_instances'; \
          cat /proc/sys/fs/inotify/max_user_instances; echo '# kubelet extra flags'; cat {flags} 2>/dev/null; \
          echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo; \
-         echo '# containerd disk'; stat -f -c '%b blocks of %S bytes' {disk}; ls -A {disk}",
+         echo '# containerd disk'; stat -f -c '%b blocks of %S bytes' {disk}; ls -A {disk}; \
+         echo '# duplicate sandboxes'; {pods} | grep -c '\"{duplicate}\"' || true",
         flags = shell_words::quote(&flags),
         state = shell_words::quote(&node.cpu_manager_state().display().to_string()),
         disk = shell_words::quote(node.disk.as_ref().map(|d| d.mountpoint.as_str()).unwrap_or(node.containerd.root.as_str())),
