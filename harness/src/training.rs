@@ -295,6 +295,10 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
         Some(crate::node::NodeAccess::Docker { container }) => out.push_str(&format!("  docker exec -it {container} bash      # a shell on node {}\n", session.node.name)),
         None => {}
     }
+    // A node whose CRI client is not plain `crictl` (the test bed's faultlab-cri): say how to call it there.
+    if let Some(crictl) = &session.node.crictl {
+        out.push_str(&format!("  alias crictl='{}'      # the node's crictl\n", crate::cmd::shell_join(crictl)));
+    }
     out.push_str(&format!("\n$ kubectl -n {ns} get pods -l {selector}\n"));
     out.push_str(&format!("{:<40} {:<7} {:<26} {:<9} {}\n", "NAME", "READY", "STATUS", "RESTARTS", "AGE"));
     for p in pods.items.iter() {
