@@ -84,18 +84,18 @@ pub fn removal(profile: &crate::node::NodeProfile, list: &SandboxListJson, pod: 
     Some(profile.crictl(args))
 }
 
-/// What a plan shows in place of the runtime's answer: one duplicate.
+/// What a plan shows in place of the runtime's answer: the kubelet's ready sandbox and a duplicate.
 fn placeholder_list(pod: &PodRef) -> SandboxListJson {
-    let dup = SandboxJson {
-        id: "<duplicate-id>".into(),
-        metadata: crate::cri::MetadataJson { name: pod.name.clone(), uid: pod.uid.clone(), namespace: pod.namespace.clone(), attempt: 1 },
+    let sandbox = |id: &str, attempt: u32, labels: &[(&str, &str)]| SandboxJson {
+        id: id.into(),
+        metadata: crate::cri::MetadataJson { name: pod.name.clone(), uid: pod.uid.clone(), namespace: pod.namespace.clone(), attempt },
         state: "SANDBOX_READY".into(),
         created_at: String::new(),
-        labels: Default::default(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         annotations: Default::default(),
         runtime_handler: String::new(),
     };
-    SandboxListJson { items: vec![dup] }
+    SandboxListJson { items: vec![sandbox("<sandbox-id>", 0, &[(KUBELET_UID_LABEL, &pod.uid)]), sandbox("<duplicate-id>", 1, &[(DUPLICATE_LABEL, &pod.uid)])] }
 }
 
 fn parse_list(step: &str, stdout: &str) -> Result<SandboxListJson, FaultError> {
@@ -125,14 +125,15 @@ impl DuplicateContainer {
         }
     }
 
-    /// The pod's sandboxes as the runtime lists them (all of them, the kubelet's and others).
+    /// The pod's sandboxes as the runtime lists them (all of them, the kubelet's and others); in a plan,
+    /// placeholders.
     async fn sandboxes(&self, ctx: &Ctx, step: &str, pod: &PodRef) -> Result<SandboxListJson, FaultError> {
         // crictl matches these as regular expressions; Kubernetes names have only `.` to escape.
         let name = format!("^{}$", pod.name.replace('.', "\\."));
         let namespace = format!("^{}$", pod.namespace.replace('.', "\\."));
         let out = ctx.run(step, ctx.node.profile.crictl(["pods", "--name", &name, "--namespace", &namespace, "-o", "json"])).await?;
         if ctx.dry_run {
-            return Ok(SandboxListJson::default());
+            return Ok(placeholder_list(pod));
         }
         parse_list(step, &out.stdout)
     }
@@ -162,22 +163,21 @@ impl Fault for DuplicateContainer {
         let pod = self.pod(ctx, "find-pod").await?;
         let list = self.sandboxes(ctx, "list-sandboxes", &pod).await?;
         let own: Vec<&SandboxJson> = list.items.iter().filter(|s| s.labels.get(KUBELET_UID_LABEL) == Some(&pod.uid)).collect();
-        if own.iter().all(|s| !s.ready()) && !ctx.dry_run {
+        if own.iter().all(|s| !s.ready()) {
             return Err(FaultError::Check {
                 step: "list-sandboxes".into(),
                 message: format!("pod {} has no ready sandbox on node {}", pod.name, ctx.node.name()),
             });
         }
         // The kubelet's next sandbox takes the attempt after the latest one.
-        let next = if ctx.dry_run { 1 } else { own.iter().map(|s| s.metadata.attempt).max().map_or(0, |a| a + 1) };
+        let next = own.iter().map(|s| s.metadata.attempt).max().map_or(0, |a| a + 1);
         ctx.undo_on_node(&format!("remove the duplicate sandbox {}", pod.sandbox_name(next)), Self::remove_labelled(ctx, &pod.uid))?;
         let config = duplicate_config(&pod, next);
         ctx.note(format!("take the name {} (the pod's next sandbox) with a sandbox the kubelet did not create: {config}", pod.sandbox_name(next)));
         ctx.run("run-duplicate-sandbox", Self::runp(ctx, &config)).await?;
         ctx.note("stop the pod's sandbox, as when its pause process dies: the kubelet must create the next one");
-        let ids: Vec<&str> = if ctx.dry_run { vec!["<sandbox-id>"] } else { own.iter().filter(|s| s.ready()).map(|s| s.id.as_str()).collect() };
         let mut args = vec!["stopp"];
-        args.extend(ids);
+        args.extend(own.iter().filter(|s| s.ready()).map(|s| s.id.as_str()));
         ctx.run("stop-pod-sandbox", ctx.node.profile.crictl(args)).await?;
         Ok(())
     }
@@ -185,7 +185,7 @@ impl Fault for DuplicateContainer {
     async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let pod = self.pod(ctx, "check-duplicate").await?;
         let list = self.sandboxes(ctx, "check-duplicate", &pod).await?;
-        if !ctx.dry_run && !foreign(&list, &pod).iter().any(|s| s.ready()) {
+        if !foreign(&list, &pod).iter().any(|s| s.ready()) {
             return Err(FaultError::Check { step: "check-duplicate".into(), message: format!("no running duplicate sandbox of pod {}", pod.name) });
         }
         Ok(())
@@ -205,8 +205,7 @@ impl Fault for DuplicateContainer {
         match step {
             "remove-duplicate" => {
                 let pod = self.pod(ctx, step).await?;
-                let listed = self.sandboxes(ctx, step, &pod).await?;
-                let list = if ctx.dry_run { placeholder_list(&pod) } else { listed };
+                let list = self.sandboxes(ctx, step, &pod).await?;
                 match removal(&ctx.node.profile, &list, &pod) {
                     Some(cmd) => ctx.run(step, cmd).await.map(|_| ()),
                     // None left is success: the step is idempotent.
