@@ -320,8 +320,11 @@ impl Normaliser {
 ///
 /// - `failed to sync secret cache` / `configmap cache`: the kubelet's watch-based secret and ConfigMap
 ///   managers give a new reflector one second to list before a mount fails, and the mount is retried
-///   a moment later. Seen on the test bed for a pod's service-account token, right after another
-///   scenario had restarted the kubelet (default-route after cpu-count, in two of five runs of the suite).
+///   half a second later. The list can be refused at first by the API server's Node authorizer
+///   (`User "system:node:..." cannot list resource "secrets"`), whose graph of which pod on which node
+///   uses which secret lags behind the kubelet's own pod watch when a pod is replaced by a new one.
+///   Seen on the test bed for a pod's service-account token when a fault restarts the workload
+///   (default-route, pause-missing), in most fresh-clone CI runs.
 pub const TRANSIENT: &[(&str, &str)] = &[
     ("FailedMount", "failed to sync secret cache: timed out waiting for the condition"),
     ("FailedMount", "failed to sync configmap cache: timed out waiting for the condition"),
