@@ -58,7 +58,7 @@ FL_NODE_PACKAGE=/opt/cloud/cce/package/node-package/pause-3.1.tgz
 FL_PAUSE_REF=faultlab.invalid/cce-pause:3.1
 FL_BUSYBOX_REF=faultlab.invalid/busybox:1.35
 
-FL_PACKAGES=(golang-go etcd-server containerd runc containernetworking-plugins busybox-static
+FL_PACKAGES=(golang-1.15-go etcd-server containerd runc containernetworking-plugins busybox-static
   gcc libc6-dev openssl iproute2 iptables e2fsprogs util-linux procps curl dpkg-dev
   ca-certificates kmod)
 
@@ -128,8 +128,39 @@ EOF
   FL_APT_UPDATED=0
 }
 
+# Add another Debian suite from the configured bookworm mirror, pinned so that only the packages named
+# here can come from it (Pin-Priority -1 for everything else): bullseye for Go 1.15 (the Go Kubernetes
+# 1.20 was released with), trixie for kind. Usage: fl_ensure_suite SUITE PACKAGE...
+fl_ensure_suite() {
+  local suite=$1 uri src pref want
+  shift
+  src=/etc/apt/sources.list.d/faultlab-$suite.sources
+  pref=/etc/apt/preferences.d/faultlab-$suite
+  want=$(printf 'Package: *\nPin: release n=%s\nPin-Priority: -1\n\nPackage: %s\nPin: release n=%s\nPin-Priority: 500\n' \
+    "$suite" "$*" "$suite")
+  if [ -f "$src" ] && [ "$(cat "$pref" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  # shellcheck disable=SC2016
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot add $suite"
+  log "adding Debian $suite for: $* ($src, pinned in $pref)"
+  printf '%s\n' "$want" >"$pref"
+  cat >"$src" <<EOF
+# Added by faultlab (ci/): only the packages pinned in $pref come from $suite.
+Types: deb
+URIs: ${uri%/}
+Suites: $suite
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  FL_APT_UPDATED=0
+}
+
 fl_install_packages() {
   local missing
+  fl_ensure_suite "$FL_GO_SUITE" golang-1.15-go golang-1.15-src
   missing=$(fl_missing_packages)
   if [ -n "$missing" ]; then
     fl_apt_update_once
@@ -162,9 +193,15 @@ fl_k8s_upstream_version() {
 }
 
 # Where the sources, binaries and GOPATH of one Debian source version live.
-fl_k8s_cache_dir() { printf '%s/k8s/%s\n' "$FL_CACHE" "$1"; }
+# The directory name carries the Go version: binaries of another Go are not reused.
+fl_k8s_cache_dir() { printf '%s/k8s/%s-go1.15\n' "$FL_CACHE" "$1"; }
 
-FL_K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+# kubeadm and kube-proxy are for the kind node image (ci/kind); the test bed runs the other five.
+FL_K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kubeadm kube-proxy)
+# Go 1.15 from bullseye, the Go Kubernetes 1.20 was released with: under Go >= 1.18 the vendored
+# github.com/modern-go/reflect2 1.0.1 panics (seen in kubeadm's kubelet-start phase).
+FL_GO_SUITE=bullseye
+FL_GO=/usr/lib/go-1.15/bin/go
 
 # Sets FL_BIN to the directory holding the five binaries (after fl_build_k8s).
 # up records the directory in $FL_TB/bin-dir so node commands need no apt look-up.
@@ -191,6 +228,10 @@ fl_k8s_binaries_present() {
 #   busybox                      /bin/busybox from busybox-static, its applet links, /tmp, /etc/passwd
 #   static <dest> <a.c> [b.c..]  compile C sources (relative to the image dir) with gcc -static into <dest>
 #   copy <src> <dest>            copy a file from the image dir
+#   binary <host-path> <dest>    copy a host program and the shared libraries it loads (ldd), for
+#                                Debian's programs (etcd, iptables) in images of the kind node (ci/kind)
+#   link <target> <dest>         a symbolic link <dest> -> <target>
+#   input <text>                 no effect on the image but part of its cache key (a source's checksum)
 #   entrypoint <arg>...          ENTRYPOINT (words split on blanks)
 #   cmd <arg>...                 CMD
 #   env <NAME=value>             one Env entry (repeatable)
@@ -308,6 +349,22 @@ fl_image_build() {
         [ "${#args[@]}" -eq 2 ] || die "$dir/image.spec:$lineno: copy needs <src> <dest>"
         install -D "$dir/${args[0]}" "$rootfs/${args[1]}"
         ;;
+      binary)
+        [ "${#args[@]}" -eq 2 ] || die "$dir/image.spec:$lineno: binary needs <host-path> <dest>"
+        [ -x "${args[0]}" ] || die "$dir/image.spec:$lineno: ${args[0]} is not an executable file"
+        install -D -m 0755 "${args[0]}" "$rootfs/${args[1]}"
+        local lib
+        while IFS= read -r lib; do
+          [ -n "$lib" ] || continue
+          install -D -m 0755 "$lib" "$rootfs$lib"
+        done < <(ldd "${args[0]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+        ;;
+      link)
+        [ "${#args[@]}" -eq 2 ] || die "$dir/image.spec:$lineno: link needs <target> <dest>"
+        mkdir -p "$rootfs/$(dirname "${args[1]}")"
+        ln -sfn "${args[0]}" "$rootfs/${args[1]}"
+        ;;
+      input) ;;
       entrypoint) entrypoint=("${args[@]}") ;;
       cmd) cmd=("${args[@]}") ;;
       env) envs+=("$rest") ;;
@@ -437,29 +494,47 @@ fl_start() {
   ) &
   pid=$!
   printf '%s\n' "$pid" >"$(fl_pid_file "$comp")"
+  # Until the subshell has exec'ed the daemon its cmdline is bash's, and fl_comp_pid would take the
+  # component for dead (and remove its PID file): wait for the exec, or for the process to end
+  # (then the caller's readiness wait reports that it exited). Seen once in three suites under load:
+  # "kubelet did not come up" in the very second a kubelet started that then ran normally.
+  local pat tries=0
+  pat=$(fl_comp_pattern "$comp")
+  while [ -r "/proc/$pid/cmdline" ] && [ "$tries" -lt 300 ]; do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE -- "$pat" && break
+    tries=$((tries + 1))
+    sleep 0.1
+  done
   log "started $comp (pid $pid, log $logf)"
 }
 
 # fl_stop <component> [timeout-seconds]: SIGTERM, then SIGKILL after the timeout.
 fl_stop() {
-  local comp=$1 timeout=${2:-15} pid i
+  local comp=$1 timeout=${2:-15} pid
   pid=$(fl_comp_pid "$comp")
   if [ -z "$pid" ]; then
     rm -f "$(fl_pid_file "$comp")"
     return 0
   fi
+  fl_kill_pid "$pid" "$comp" "$timeout"
+  rm -f "$(fl_pid_file "$comp")"
+}
+
+# fl_kill_pid <pid> <name> <timeout-seconds>: SIGTERM, then SIGKILL after the timeout; returns once the
+# process is gone.
+fl_kill_pid() {
+  local pid=$1 name=$2 timeout=$3 i
   kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < timeout * 10; i++)); do
     [ -d "/proc/$pid" ] || break
     sleep 0.1
   done
   if [ -d "/proc/$pid" ]; then
-    log "$comp (pid $pid) did not stop in ${timeout}s; SIGKILL"
+    log "$name (pid $pid) did not stop in ${timeout}s; SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
     while [ -d "/proc/$pid" ]; do sleep 0.1; done
   fi
-  rm -f "$(fl_pid_file "$comp")"
-  log "stopped $comp (pid $pid)"
+  log "stopped $name (pid $pid)"
 }
 
 # The tail of a component's log; with a second argument "errors", first the error and fatal

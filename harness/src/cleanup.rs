@@ -29,7 +29,14 @@ pub struct Cleaned {
     pub journals_skipped: Vec<String>,
     pub clusters_deleted: Vec<String>,
     pub clusters_skipped: Vec<String>,
+    /// Why kind clusters were not looked for (Docker does not answer), if they were not.
+    pub clusters_unchecked: Option<String>,
     pub errors: Vec<CleanupError>,
+}
+
+/// `docker version --format '{{.Server.Version}}'`: does a Docker daemon answer?
+pub fn docker_ping_argv() -> Vec<String> {
+    ["docker", "version", "--format", "{{.Server.Version}}"].map(String::from).to_vec()
 }
 
 /// Replay every journal whose run is gone (or all, with `force`).
@@ -94,6 +101,13 @@ pub fn live_owner(cluster: &str) -> Option<u32> {
 pub async fn clusters(age: Duration, force: bool, out: &mut Cleaned) {
     let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
     if !on_path("docker") || !on_path("kind") {
+        return;
+    }
+    // kind and a Docker client without a daemon (or with DOCKER_HOST pointing at one that is down):
+    // there is nothing cleanup could delete, which is not an error of the cleanup.
+    if let Err(e) = cmd::run_host(&docker_ping_argv(), None, Duration::from_secs(30), false).await {
+        let why = e.to_string().lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();
+        out.clusters_unchecked = Some(format!("Docker does not answer ({why}): no kind cluster was looked for"));
         return;
     }
     let list: Vec<String> = ["docker", "ps", "-aq", "--filter", CLUSTER_LABEL_FILTER].iter().map(|s| s.to_string()).collect();

@@ -5,14 +5,32 @@ use std::time::Duration;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("invalid duration {input:?}: expected a number with a unit, such as 90s, 2m, 1m30s or 500ms")]
-pub struct ParseDurationError {
-    pub input: String,
+pub enum ParseDurationError {
+    #[error("invalid duration {input:?}: expected a number with a unit, such as 90s, 2m, 1m30s or 500ms")]
+    Syntax { input: String },
+    #[error("duration {input:?} is too long: at most {} ({why})", format(*max))]
+    TooLong { input: String, max: Duration, why: &'static str },
 }
 
-/// Parse `1h2m3s`, `90s`, `500ms`.
+/// The longest duration parsed at all: 366 days (a year's leap day included).
+pub const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The longest duration a scenario may give (a deadline or a wait): a day. A run that waits longer is
+/// a run that hangs.
+pub const MAX_IN_SCENARIO: Duration = Duration::from_secs(24 * 3600);
+
+/// Parse `1h2m3s`, `90s`, `500ms`: at most [`MAX`], so adding it to an instant cannot overflow.
 pub fn parse(input: &str) -> Result<Duration, ParseDurationError> {
-    let err = || ParseDurationError { input: input.to_owned() };
+    let d = parse_any(input)?;
+    if d > MAX {
+        return Err(ParseDurationError::TooLong { input: input.to_owned(), max: MAX, why: "a year" });
+    }
+    Ok(d)
+}
+
+fn parse_any(input: &str) -> Result<Duration, ParseDurationError> {
+    let err = || ParseDurationError::Syntax { input: input.to_owned() };
+    let too_long = || ParseDurationError::TooLong { input: input.to_owned(), max: MAX, why: "a year" };
     let s = input.trim();
     if s.is_empty() {
         return Err(err());
@@ -24,18 +42,20 @@ pub fn parse(input: &str) -> Result<Duration, ParseDurationError> {
         if digits == 0 {
             return Err(err());
         }
-        let value: u64 = rest[..digits].parse().map_err(|_| err())?;
+        // More digits than a u64 holds is too long, not malformed.
+        let value: u64 = rest[..digits].parse().map_err(|_| too_long())?;
         rest = &rest[digits..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
-        total += match unit {
-            "ms" => Duration::from_millis(value),
-            "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value * 60),
-            "h" => Duration::from_secs(value * 3600),
+        let part = match unit {
+            "ms" => Some(Duration::from_millis(value)),
+            "s" => Some(Duration::from_secs(value)),
+            "m" => value.checked_mul(60).map(Duration::from_secs),
+            "h" => value.checked_mul(3600).map(Duration::from_secs),
             _ => return Err(err()),
         };
+        total = part.and_then(|p| total.checked_add(p)).ok_or_else(too_long)?;
     }
     Ok(total)
 }
@@ -43,7 +63,7 @@ pub fn parse(input: &str) -> Result<Duration, ParseDurationError> {
 /// Format as the shortest of `1h2m3s` / `500ms`.
 pub fn format(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let mut secs = d.as_secs();
@@ -73,7 +93,15 @@ impl serde::Serialize for Span {
 impl<'de> serde::Deserialize<'de> for Span {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse(&s).map(Span).map_err(serde::de::Error::custom)
+        let too_long = |input: String| {
+            serde::de::Error::custom(ParseDurationError::TooLong { input, max: MAX_IN_SCENARIO, why: "a scenario that waits longer hangs" })
+        };
+        match parse(&s) {
+            Ok(d) if d <= MAX_IN_SCENARIO => Ok(Span(d)),
+            // Whatever the length, the limit a scenario has is the one to name.
+            Ok(_) | Err(ParseDurationError::TooLong { .. }) => Err(too_long(s)),
+            Err(e) => Err(serde::de::Error::custom(e)),
+        }
     }
 }
 
@@ -118,7 +146,28 @@ mod tests {
         assert_eq!(format(Duration::from_secs(90)), "1m30s");
         assert_eq!(format(Duration::from_millis(1500)), "1500ms");
         for bad in ["", "10", "s", "1x", "1.5s", "-1s", "1 s"] {
-            assert!(parse(bad).is_err(), "{bad:?} should fail");
+            assert!(matches!(parse(bad), Err(ParseDurationError::Syntax { .. })), "{bad:?} should fail");
+        }
+        // Found by a corpus of hostile scenario files: these overflowed (a panic in the multiplication,
+        // then one adding the duration to an instant).
+        for long in ["5124095576030432h", "5000000000000000h", "99999999h", "367d", "99999999999999999999999s", "8785h"] {
+            let e = parse(long);
+            assert!(e.is_err(), "{long:?}");
+        }
+        assert_eq!(parse("8784h").unwrap(), MAX);
+        assert!(parse("99999999h").unwrap_err().to_string().contains("too long: at most 8784h (a year)"), "{}", parse("99999999h").unwrap_err());
+    }
+
+    #[test]
+    fn scenario_durations_stop_at_a_day() {
+        let ok: Span = serde_json::from_str("\"24h\"").unwrap();
+        assert_eq!(ok.0, MAX_IN_SCENARIO);
+        let e = serde_json::from_str::<Span>("\"25h\"").unwrap_err().to_string();
+        assert!(e.contains("too long: at most 24h"), "{e}");
+        // Past a year too: the limit named is the scenario's, not the parser's.
+        for long in ["99999999h", "5124095576030432h", "99999999999999999999999s"] {
+            let e = serde_json::from_str::<Span>(&format!("{long:?}")).unwrap_err().to_string();
+            assert!(e.contains(&format!("duration {long:?} is too long: at most 24h")), "{e}");
         }
     }
 }

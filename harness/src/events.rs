@@ -26,6 +26,8 @@ use crate::scenario::EventGate;
 pub enum EventsError {
     #[error("within {within:?} these expected events were not seen: {}\nseen:\n{seen}", missing.join("; "))]
     Missing { within: Duration, missing: Vec<String>, seen: String },
+    #[error("the event watch did not list the events already there within {within:?}, so it could not tell them from new ones")]
+    Baseline { within: Duration },
     #[error("bad event pattern {pattern:?}: {source}")]
     Pattern {
         pattern: String,
@@ -81,16 +83,16 @@ impl EventLog {
 
     /// Start watching Events in `namespace` and those about node `node`, and return once both watches
     /// have listed what is already there (the baseline), so nothing that follows is mistaken for it.
-    pub async fn start(client: Client, namespace: &str, node: &str) -> EventLog {
-        Self::start_watches(client, Some(namespace), node).await
+    pub async fn start(client: Client, namespace: &str, node: &str) -> Result<EventLog, EventsError> {
+        Self::start_watches(client, Some(namespace), node, BASELINE_WITHIN).await
     }
 
     /// Start watching only the Events about node `node` (after the same baseline).
-    pub async fn start_node(client: Client, node: &str) -> EventLog {
-        Self::start_watches(client, None, node).await
+    pub async fn start_node(client: Client, node: &str) -> Result<EventLog, EventsError> {
+        Self::start_watches(client, None, node, BASELINE_WITHIN).await
     }
 
-    async fn start_watches(client: Client, namespace: Option<&str>, node: &str) -> EventLog {
+    async fn start_watches(client: Client, namespace: Option<&str>, node: &str, within: Duration) -> Result<EventLog, EventsError> {
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
         let (tx, rx) = watch::channel(0usize);
         let tx = Arc::new(tx);
@@ -160,14 +162,18 @@ impl EventLog {
             log.tasks.lock().unwrap().push(task);
         }
         drop(ready_tx);
-        // Every baseline listed, or give up waiting after a while (the watcher retries on its own).
-        let _ = tokio::time::timeout(Duration::from_secs(20), async {
+        // Every baseline listed; without it an event that was already there would count as new.
+        let listed = tokio::time::timeout(within, async {
             for _ in 0..count {
                 ready_rx.recv().await;
             }
         })
         .await;
-        log
+        if listed.is_err() {
+            log.stop();
+            return Err(EventsError::Baseline { within });
+        }
+        Ok(log)
     }
 
     /// Wait until no new event has arrived for `quiet` (at most `max`): the kubelet sends events
@@ -209,6 +215,9 @@ impl EventLog {
         }
     }
 }
+
+/// How long the watches may take to list the events already there.
+pub const BASELINE_WITHIN: Duration = Duration::from_secs(20);
 
 /// How often an event has occurred. Events written through core/v1 count in `count`; those written
 /// through events.k8s.io/v1 (the scheduler's, from 1.19 on) keep `count` unset and count the repeats
@@ -263,6 +272,14 @@ impl Normaliser {
             (r"\b\d+(\.\d+)?(ms|s|m|h)(\d+(\.\d+)?(ms|s|m))*\b", "<duration>"),
             (r"/new-\d+", "/new-<n>"),
             (r"\bpid[ =]\d+", "pid <n>"),
+            // containerd's overlayfs snapshotter prepares a snapshot with two mkdirs (a temporary
+            // directory `new-N`, then `new-N/fs`; snapshots/overlay/overlay.go, prepareDirectory). On a
+            // full disk either can be the one that fails, depending on whether ext4 had a block left
+            // at that moment (both seen on the test bed for disk-full), so the two read as one.
+            (
+                r"failed to create prepare snapshot dir: (?:failed to create temp dir: )?mkdir (\S+)/new-<n>(?:/fs)?: ",
+                "failed to create prepare snapshot dir: mkdir ${1}/new-<n>[/fs]: ",
+            ),
         ];
         let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
         // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
@@ -338,6 +355,15 @@ fn is_transient(s: &Seen) -> bool {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_watch_that_cannot_list_what_is_there_is_an_error() {
+        // An API server that takes every request and never answers.
+        let (service, _handle) = tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let client = kube::Client::new(service, "default");
+        let e = EventLog::start_watches(client, Some("ns"), "node", Duration::from_millis(300)).await.err().expect("no baseline");
+        assert!(matches!(e, EventsError::Baseline { .. }), "{e}");
+    }
+
     #[test]
     fn transient_kubelet_events_are_left_out_and_the_real_one_stands() {
         let n = Normaliser::new("fl-x", "faultlab-node");
@@ -378,6 +404,14 @@ mod tests {
                 "Container image \"faultlab.invalid/busybox:1.35@sha256:<digest>\" already present on machine",
             ),
             ("mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-4183077394: no space left on device", "mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-<n>: no space left on device"),
+            (
+                "failed to create prepare snapshot dir: failed to create temp dir: mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-123: no space left on device",
+                "failed to create prepare snapshot dir: mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-<n>[/fs]: no space left on device",
+            ),
+            (
+                "failed to create prepare snapshot dir: mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-123/fs: no space left on device",
+                "failed to create prepare snapshot dir: mkdir /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-<n>[/fs]: no space left on device",
+            ),
             ("at 2026-11-22T01:02:03Z and 2026-11-22 01:02:03.123 +0000", "at <time> and <time>"),
             ("Created container k8s app", "Created container k8s app"),
             (r#"pod: "web-6d4cf56db6-tbkl8_fl-pause-missing-x7k2p(0b5bd2a6-4c52-4b8d-a1e2-5cc3c5be61f0)""#, r#"pod: "web-<hash>-<id>_<namespace>(<uid>)""#),

@@ -19,36 +19,43 @@ pub enum KubeError {
     #[error("{verb} {what} failed: {source}")]
     Call {
         verb: &'static str,
-        what: String,
+        /// A boxed `str`, not a `String`: every fault's error holds a `KubeError`, kept small.
+        what: Box<str>,
         #[source]
         source: kube::Error,
     },
+    // The sources of the connection steps are boxed: they are rare, and inline they made every
+    // `KubeError` (and every fault's error) larger than the API calls need.
     #[error("cannot read kubeconfig {path}: {source}")]
     Kubeconfig {
         path: String,
         #[source]
-        source: kube::config::KubeconfigError,
+        source: Box<kube::config::KubeconfigError>,
     },
     #[error("cannot use context {context:?} of {path}: {source}")]
     Context {
         path: String,
         context: String,
         #[source]
-        source: kube::config::KubeconfigError,
+        source: Box<kube::config::KubeconfigError>,
     },
     #[error("cannot build a client for context {context:?}: {source}")]
     Client {
         context: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("the cluster of context {context:?} at {server} did not answer: {source}")]
     Unreachable {
         context: String,
         server: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
+    /// A delete whose name, namespace or selector would reach more than one named object: refused
+    /// before it is recorded or sent, in dry runs too.
+    #[error("refusing to {what}: {why}")]
+    Refused { what: String, why: String },
 }
 
 /// Kinds faultlab applies that are not namespaced.
@@ -131,7 +138,7 @@ impl Kube {
             Ok(_) => Ok(()),
             // Already there: creating is idempotent for fixes that recreate what was deleted.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(source) => Err(KubeError::Call { verb: "create", what: format!("{} {name}", ar.kind), source }),
+            Err(source) => Err(KubeError::Call { verb: "create", what: format!("{} {name}", ar.kind).into(), source }),
         }
     }
 
@@ -155,20 +162,25 @@ impl Kube {
         }
     }
 
-    /// Delete by kind and name; NotFound is success.
+    /// Delete by kind and name; NotFound is success. A name or namespace that is empty, blank or not a
+    /// single path segment is refused before anything is recorded or sent ([`guard_delete`]).
     pub async fn delete_dynamic(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError> {
+        guard_delete(ar, ns, name)?;
         self.note(format!("DELETE {}", path(ar, ns, Some(name))));
         let Some(client) = &self.client else { return Ok(()) };
         let api = self.dynamic_api(client, ar, ns);
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(source) => Err(KubeError::Call { verb: "delete", what: format!("{} {name}", ar.kind), source }),
+            Err(source) => Err(KubeError::Call { verb: "delete", what: format!("{} {name}", ar.kind).into(), source }),
         }
     }
 
-    /// Delete the pods matching `selector`, so that their controller makes new ones.
+    /// Delete the pods matching `selector`, so that their controller makes new ones. An empty or
+    /// unusable selector, or a blank namespace, is refused before anything is recorded or sent
+    /// ([`guard_delete_pods`]).
     pub async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError> {
+        guard_delete_pods(ns, selector)?;
         let ar = resource("v1", "Pod");
         self.note(format!("DELETE {}?labelSelector={selector}", path(&ar, Some(ns), None)));
         let Some(client) = &self.client else { return Ok(()) };
@@ -176,7 +188,7 @@ impl Kube {
         api.delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
             .await
             .map(|_| ())
-            .map_err(|source| KubeError::Call { verb: "delete", what: format!("pods -l {selector}"), source })
+            .map_err(|source| KubeError::Call { verb: "delete", what: format!("pods -l {selector}").into(), source })
     }
 
     /// List typed objects; empty in a dry run.
@@ -196,7 +208,7 @@ impl Kube {
             .dynamic_api(client, &ar, ns)
             .list(&lp)
             .await
-            .map_err(|source| KubeError::Call { verb: "list", what: ar.plural.clone(), source })?;
+            .map_err(|source| KubeError::Call { verb: "list", what: ar.plural.clone().into(), source })?;
         list.items.into_iter().map(|o| typed(o, &ar)).collect()
     }
 
@@ -212,9 +224,88 @@ impl Kube {
             .dynamic_api(client, &ar, ns)
             .get_opt(name)
             .await
-            .map_err(|source| KubeError::Call { verb: "get", what: format!("{} {name}", ar.kind), source })?;
+            .map_err(|source| KubeError::Call { verb: "get", what: format!("{} {name}", ar.kind).into(), source })?;
         found.map(|o| typed(o, &ar)).transpose()
     }
+}
+
+/// Why `value`, not blank, cannot be the one path segment that names an object or a namespace, if it
+/// cannot: `.` or `..`, or a character that would change the request's path or query. No Kubernetes
+/// name has any of these.
+fn not_one_segment(value: &str) -> Option<String> {
+    if value == "." || value == ".." {
+        return Some(format!("{value:?} is a relative path, not a name"));
+    }
+    let c = value.chars().find(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '#' | '%' | '\\'))?;
+    Some(format!("it has {c:?}, which no Kubernetes name has and which would change the request's path"))
+}
+
+/// "an empty name", or "a name of only whitespace (\"  \")".
+fn blank(what: &str, value: &str) -> String {
+    if value.is_empty() {
+        format!("an empty {what}")
+    } else {
+        format!("a {what} of only whitespace ({value:?})")
+    }
+}
+
+/// Where a collection is, in words: "in namespace X" or "in the cluster".
+fn scope(ns: Option<&str>) -> String {
+    match ns {
+        Some(ns) => format!("in namespace {ns}"),
+        None => "in the cluster".into(),
+    }
+}
+
+/// A delete of one object must name one object: its name and namespace must each be a single path
+/// segment, else `DELETE .../configmaps/` (the collection) or a path elsewhere would go out.
+pub fn guard_delete(ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError> {
+    let kind = &ar.kind;
+    if let Some(ns) = ns {
+        if ns.trim().is_empty() {
+            return Err(KubeError::Refused {
+                what: format!("delete {kind} {name:?} with {}", blank("namespace", ns)),
+                why: format!("the request would have no namespace in its path ({})", path(ar, Some(ns), Some(name))),
+            });
+        }
+        if let Some(why) = not_one_segment(ns) {
+            return Err(KubeError::Refused { what: format!("delete {kind} {name:?} in namespace {ns:?}"), why: format!("the namespace is not a namespace name: {why}") });
+        }
+    }
+    if name.trim().is_empty() {
+        return Err(KubeError::Refused {
+            what: format!("delete a {kind} with {}", blank("name", name)),
+            why: format!("the request would go to {}/, the collection of every {kind} {}, not to one object", path(ar, ns, None), scope(ns)),
+        });
+    }
+    if let Some(why) = not_one_segment(name) {
+        return Err(KubeError::Refused { what: format!("delete {kind} {name:?} {}", scope(ns)), why: format!("the name is not an object name: {why}") });
+    }
+    Ok(())
+}
+
+/// Deleting pods by selector must select some pods only: a blank selector selects every pod in the
+/// namespace, and one that does not parse as a label selector might be read as blank or as another.
+pub fn guard_delete_pods(ns: &str, selector: &str) -> Result<(), KubeError> {
+    if ns.trim().is_empty() {
+        return Err(KubeError::Refused {
+            what: format!("delete pods with label selector {selector:?} and {}", blank("namespace", ns)),
+            why: "the request would have no namespace in its path, and might select pods in every namespace".into(),
+        });
+    }
+    if let Some(why) = not_one_segment(ns) {
+        return Err(KubeError::Refused { what: format!("delete pods with label selector {selector:?} in namespace {ns:?}"), why: format!("the namespace is not a namespace name: {why}") });
+    }
+    if selector.trim().is_empty() {
+        return Err(KubeError::Refused {
+            what: format!("delete pods with {}", blank("label selector", selector)),
+            why: format!("it would select every pod in namespace {ns}"),
+        });
+    }
+    if let Some(problem) = crate::check::label_selector("", selector) {
+        return Err(KubeError::Refused { what: format!("delete pods in namespace {ns} by label selector"), why: problem.message });
+    }
+    Ok(())
 }
 
 fn typed<K: DeserializeOwned>(obj: DynamicObject, ar: &ApiResource) -> Result<K, KubeError> {
@@ -270,20 +361,20 @@ pub async fn connect(path: &std::path::Path, context: &str) -> Result<Client, Ku
     // kube's rustls has no provider selected by features alone; ring is the one we build with.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shown = path.display().to_string();
-    let kc = Kubeconfig::read_from(path).map_err(|source| KubeError::Kubeconfig { path: shown.clone(), source })?;
+    let kc = Kubeconfig::read_from(path).map_err(|source| KubeError::Kubeconfig { path: shown.clone(), source: Box::new(source) })?;
     let opts = KubeConfigOptions { context: Some(context.to_string()), ..Default::default() };
     let config = kube::Config::from_custom_kubeconfig(kc, &opts)
         .await
-        .map_err(|source| KubeError::Context { path: shown, context: context.into(), source })?;
+        .map_err(|source| KubeError::Context { path: shown, context: context.into(), source: Box::new(source) })?;
     let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(|source| KubeError::Client { context: context.into(), source })?;
+    let client = Client::try_from(config).map_err(|source| KubeError::Client { context: context.into(), source: Box::new(source) })?;
     match tokio::time::timeout(std::time::Duration::from_secs(15), client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(client),
-        Ok(Err(source)) => Err(KubeError::Unreachable { context: context.into(), server, source }),
+        Ok(Err(source)) => Err(KubeError::Unreachable { context: context.into(), server, source: Box::new(source) }),
         Err(_) => Err(KubeError::Unreachable {
             context: context.into(),
             server,
-            source: kube::Error::Service("no answer within 15s".into()),
+            source: Box::new(kube::Error::Service("no answer within 15s".into())),
         }),
     }
 }
@@ -305,5 +396,110 @@ mod tests {
         let docs = parse_manifest("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n").unwrap();
         assert_eq!(docs.len(), 2);
         assert_eq!(identity(&docs[1]).unwrap(), ("v1".into(), "Pod".into(), "b".into()));
+    }
+
+    fn refused(result: Result<(), KubeError>) -> String {
+        match result {
+            Err(e @ KubeError::Refused { .. }) => e.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn recorded(kube: &Kube) -> Vec<String> {
+        kube.recorder().entries().into_iter().map(|e| e.line).collect()
+    }
+
+    #[tokio::test]
+    async fn a_delete_without_a_selector_is_refused_before_it_is_recorded() {
+        let kube = Kube::dry(Recorder::default());
+        assert_eq!(
+            refused(kube.delete_pods("fl-x", "").await),
+            "refusing to delete pods with an empty label selector: it would select every pod in namespace fl-x"
+        );
+        assert_eq!(
+            refused(kube.delete_pods("fl-x", " \t").await),
+            "refusing to delete pods with a label selector of only whitespace (\" \\t\"): it would select every pod in namespace fl-x"
+        );
+        let msg = refused(kube.delete_pods("fl-x", "app=web,").await);
+        assert!(msg.starts_with("refusing to delete pods in namespace fl-x by label selector: \"app=web,\" is not a usable label selector"), "{msg}");
+        let msg = refused(kube.delete_pods("", "app=web").await);
+        assert!(msg.starts_with("refusing to delete pods with label selector \"app=web\" and an empty namespace: "), "{msg}");
+        refused(kube.delete_pods("  ", "app=web").await);
+        refused(kube.delete_pods("fl-x/../kube-system", "app=web").await);
+        assert!(recorded(&kube).is_empty(), "nothing refused is recorded: {:?}", recorded(&kube));
+        kube.delete_pods("fl-x", "app=web").await.unwrap();
+        assert_eq!(recorded(&kube), ["DELETE /api/v1/namespaces/fl-x/pods?labelSelector=app=web"]);
+    }
+
+    #[rstest::rstest]
+    #[case::empty_name(Some("fl-x"), "", "refusing to delete a ConfigMap with an empty name: the request would go to /api/v1/namespaces/fl-x/configmaps/, the collection of every ConfigMap in namespace fl-x, not to one object")]
+    #[case::blank_name(Some("fl-x"), "  ", "refusing to delete a ConfigMap with a name of only whitespace (\"  \"): the request would go to /api/v1/namespaces/fl-x/configmaps/")]
+    #[case::cluster_wide(None, "", "refusing to delete a ConfigMap with an empty name: the request would go to /api/v1/configmaps/, the collection of every ConfigMap in the cluster")]
+    #[case::empty_namespace(Some(""), "app-config", "refusing to delete ConfigMap \"app-config\" with an empty namespace: the request would have no namespace in its path (/api/v1/namespaces//configmaps/app-config)")]
+    #[case::blank_namespace(Some(" "), "app-config", "refusing to delete ConfigMap \"app-config\" with a namespace of only whitespace")]
+    #[case::slash(Some("fl-x"), "../secrets/token", "refusing to delete ConfigMap \"../secrets/token\" in namespace fl-x: the name is not an object name: it has '/'")]
+    #[case::dot_dot(Some("fl-x"), "..", "the name is not an object name: \"..\" is a relative path")]
+    #[case::query(Some("fl-x"), "x?dryRun=All", "it has '?'")]
+    #[case::namespace_slash(Some("a/b"), "x", "refusing to delete ConfigMap \"x\" in namespace \"a/b\": the namespace is not a namespace name: it has '/'")]
+    #[tokio::test]
+    async fn a_delete_by_name_needs_one_name(#[case] ns: Option<&str>, #[case] name: &str, #[case] expected: &str) {
+        let kube = Kube::dry(Recorder::default());
+        let msg = refused(kube.delete_dynamic(&resource("v1", "ConfigMap"), ns, name).await);
+        assert!(msg.contains(expected), "{msg}");
+        assert!(recorded(&kube).is_empty(), "{:?}", recorded(&kube));
+    }
+
+    #[tokio::test]
+    async fn names_that_are_names_go_through() {
+        let kube = Kube::dry(Recorder::default());
+        kube.delete_dynamic(&resource("v1", "ConfigMap"), Some("fl-x"), "app-config.v1").await.unwrap();
+        kube.delete_dynamic(&resource("storage.k8s.io/v1", "StorageClass"), None, "standard").await.unwrap();
+        kube.delete_namespace("fl-x").await.unwrap();
+        assert_eq!(
+            recorded(&kube),
+            [
+                "DELETE /api/v1/namespaces/fl-x/configmaps/app-config.v1",
+                "DELETE /apis/storage.k8s.io/v1/storageclasses/standard",
+                "DELETE /api/v1/namespaces/fl-x",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn deleting_a_namespace_needs_its_name() {
+        let kube = Kube::dry(Recorder::default());
+        assert_eq!(
+            refused(kube.delete_namespace("").await),
+            "refusing to delete a Namespace with an empty name: the request would go to /api/v1/namespaces/, the collection of every Namespace in the cluster, not to one object"
+        );
+        refused(kube.delete_namespace(" ").await);
+        assert!(recorded(&kube).is_empty());
+    }
+
+    /// Over a client whose transport is a mock: a refused delete sends no request at all, and an
+    /// accepted one does (the control: the mock sees what a cluster would).
+    #[tokio::test]
+    async fn a_refused_delete_sends_no_request() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let kube = Kube::new(Client::new(service, "default"), Recorder::default());
+        // Were a refused delete sent, nothing would answer it: a deadline turns that into a failure.
+        async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+            tokio::time::timeout(std::time::Duration::from_secs(2), f).await.expect("refused at once, not sent and left waiting")
+        }
+        refused(within(kube.delete_pods("fl-x", "")).await);
+        refused(within(kube.delete_dynamic(&resource("v1", "ConfigMap"), Some("fl-x"), "")).await);
+        refused(within(kube.delete_namespace("")).await);
+        let answer = tokio::spawn(async move {
+            let (request, send) = handle.next_request().await.expect("a request");
+            let line = format!("{} {}", request.method(), request.uri());
+            let body = r#"{"apiVersion":"v1","kind":"PodList","metadata":{},"items":[]}"#;
+            send.send_response(Response::builder().status(200).body(Body::from(body.as_bytes().to_vec())).unwrap());
+            line
+        });
+        within(kube.delete_pods("fl-x", "app=web")).await.unwrap();
+        let first = within(answer).await.unwrap();
+        assert_eq!(first, "DELETE /api/v1/namespaces/fl-x/pods?&labelSelector=app%3Dweb", "the first request the transport saw is the accepted delete");
     }
 }

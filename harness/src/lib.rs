@@ -6,6 +6,7 @@
 //! what was touched ([`journal`]). Clusters come from a [`provider`]; commands reach nodes as argv data
 //! through [`node`].
 
+pub mod check;
 pub mod cleanup;
 pub mod cmd;
 pub mod cri;
@@ -15,11 +16,14 @@ pub mod events;
 pub mod faults;
 pub mod journal;
 pub mod kube_ops;
+pub mod manifest;
 pub mod node;
+pub mod pattern;
 pub mod provider;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod scaffold;
 pub mod scenario;
 pub mod snapshot;
 pub mod suite;

@@ -19,6 +19,10 @@ struct Cli {
     /// Directory of scenario files.
     #[arg(long, global = true, env = "FAULTLAB_SCENARIOS")]
     scenarios: Option<PathBuf>,
+    /// Directory of the set's snapshots, `<DIR>/<platform>/<scenario>.snap` (default: `expectations/`
+    /// beside the set; faultlab's own set keeps `expectations/` at the workspace root).
+    #[arg(long, global = true, env = "FAULTLAB_EXPECTATIONS")]
+    expectations: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,12 +60,22 @@ struct ProviderOpts {
     /// Node-access description for --provider existing (default: the test bed's).
     #[arg(long)]
     description: Option<PathBuf>,
+    /// kind node image for every node, instead of the one pinned in kind-configs/<arch>.yaml (for
+    /// example one built locally, as air-gapped hosts need).
+    #[arg(long, env = "FAULTLAB_KIND_NODE_IMAGE")]
+    node_image: Option<String>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// List scenarios.
+    /// List scenarios: the good ones, then each broken file with its errors.
     List,
+    /// Check scenario files or sets (directories) without touching a cluster: every error of every
+    /// file, each at its file, line and column. Exit status 1 if any file is broken (for CI).
+    Validate {
+        /// Scenario files or directories (default: the scenario set, --scenarios).
+        paths: Vec<PathBuf>,
+    },
     /// Show a scenario: fault, symptom, documented fix, recovery.
     Show { scenario: String },
     /// Print every command and API call a run would make, without running anything.
@@ -91,6 +105,10 @@ enum Command {
         /// Keep the fault in place this long after the symptom, before the fix (e.g. 5m).
         #[arg(long, value_parser = parse_duration)]
         hold: Option<Duration>,
+        /// On kind, also run the faults that reach past the node container into the host (a sysctl of
+        /// the host's user namespace, a loop file on the host's disk); `faultlab show` says which.
+        #[arg(long, env = "FAULTLAB_ALLOW_HOST_WIDE")]
+        allow_host_wide: bool,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -139,6 +157,37 @@ enum Command {
     },
     /// Training: list open sessions.
     Sessions,
+    /// Write a scenario of your own, NAME.yaml, made from faultlab's scenario for FAULT.
+    New {
+        /// The scenario's name (a Kubernetes name: lowercase letters, digits and '-').
+        name: String,
+        /// The fault (`faultlab list` shows faultlab's scenarios and their faults).
+        #[arg(long)]
+        fault: String,
+        /// Where to write it (default: the set named by --scenarios, else the current directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Review the snapshots a run wrote (`.snap.new`), or accept one, without Rust tools.
+    Snapshots {
+        #[command(subcommand)]
+        command: SnapshotsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotsCommand {
+    /// Show each snapshot waiting for review and its difference from the reviewed one, and ask to
+    /// accept, reject or skip it. Without a terminal: list them, exit status 1 if there are any.
+    Review,
+    /// Accept the snapshot of a scenario waiting for review: its `.snap.new` replaces the `.snap`.
+    Accept {
+        /// The scenario.
+        name: String,
+        /// The platform, when the scenario has snapshots waiting on several.
+        #[arg(long)]
+        platform: Option<String>,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -158,12 +207,12 @@ fn choose(opts: &ProviderOpts, keep: bool) -> Result<ProviderChoice> {
         None => Arch::host().context("this host's architecture has no kind node image; pass --arch")?,
     };
     Ok(match opts.provider {
-        ProviderArg::Kind => ProviderChoice::Kind { arch, keep },
+        ProviderArg::Kind => ProviderChoice::Kind { arch, keep, node_image: opts.node_image.clone() },
         ProviderArg::Existing => ProviderChoice::Existing { description: opts.description.clone().unwrap_or_else(faultlab::testbed::path) },
         ProviderArg::Auto => match &opts.description {
             Some(d) => ProviderChoice::Existing { description: d.clone() },
             None => match suite::detect() {
-                Ok(ProviderChoice::Kind { arch: _, .. }) => ProviderChoice::Kind { arch, keep },
+                Ok(ProviderChoice::Kind { arch: _, .. }) => ProviderChoice::Kind { arch, keep, node_image: opts.node_image.clone() },
                 Ok(c) => c,
                 Err(reason) => bail!("{reason}; pass --provider kind or --provider existing --description FILE"),
             },
@@ -171,14 +220,56 @@ fn choose(opts: &ProviderOpts, keep: bool) -> Result<ProviderChoice> {
     })
 }
 
-fn targets(dir: &std::path::Path, target: &Target) -> Result<Vec<Loaded>> {
+/// The scenarios to plan or run. With --all, the good ones of the set; the broken files are printed
+/// (every error) and make the command fail once the good ones are done.
+fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result<Vec<Loaded>> {
     if target.all {
-        return Ok(scenario::load_all(dir)?.into_values().collect());
+        let set = scenario::load_set(dir)?;
+        for (path, e) in &set.broken {
+            eprintln!("error: {} is broken and is left out:\n{}", path.display(), indent(&e.to_string()));
+        }
+        *broken = set.broken.len();
+        if set.good.is_empty() && *broken > 0 {
+            bail!("no scenario of {} loads", dir.display());
+        }
+        return Ok(set.good.into_values().collect());
     }
     match &target.scenario {
         Some(name) => Ok(vec![scenario::find(dir, name)?]),
         None => bail!("name a scenario or pass --all (see `faultlab list`)"),
     }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// `faultlab validate`: every file of every path, every error. Returns how many files are broken.
+fn validate(paths: &[PathBuf]) -> Result<usize> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let found = scenario::files(path)?;
+            if found.is_empty() {
+                bail!("{}: no scenario files (*.yaml) in this directory", path.display());
+            }
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut broken = 0;
+    for file in &files {
+        match scenario::load(file) {
+            Ok(s) => println!("ok      {} ({})", file.display(), s.scenario.fault.name()),
+            Err(e) => {
+                broken += 1;
+                println!("broken  {}\n{}", file.display(), indent(&e.to_string()));
+            }
+        }
+    }
+    println!("{} file(s): {} valid, {broken} broken", files.len(), files.len() - broken);
+    Ok(broken)
 }
 
 /// Phase progress: a spinner on a terminal, plain lines otherwise.
@@ -216,9 +307,23 @@ async fn main() -> Result<()> {
     let dir = cli.scenarios.clone().unwrap_or_else(scenario::default_dir);
     match cli.command {
         Command::List => {
-            for (name, s) in scenario::load_all(&dir)? {
+            let set = scenario::load_set(&dir)?;
+            for (name, s) in &set.good {
                 let line = s.scenario.metadata.description.lines().next().unwrap_or_default().to_string();
                 println!("{name:<22} {:<20} {line}", s.scenario.fault.name());
+            }
+            if !set.broken.is_empty() {
+                println!("\nbroken ({}; `faultlab validate` checks files):", set.broken.len());
+                for (path, e) in &set.broken {
+                    println!("{}\n{}", path.display(), indent(&e.to_string()));
+                }
+                std::process::exit(1);
+            }
+        }
+        Command::Validate { paths } => {
+            let paths = if paths.is_empty() { vec![dir.clone()] } else { paths };
+            if validate(&paths)? > 0 {
+                std::process::exit(1);
             }
         }
         Command::Show { scenario: name } => {
@@ -227,6 +332,12 @@ async fn main() -> Result<()> {
             println!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
             println!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
             println!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
+            if !sc.workload.cluster_objects.is_empty() {
+                println!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
+            }
+            if let Some(reach) = sc.fault.fault().host_wide_on_kind() {
+                println!("on kind:  reaches past the node container into the host: {reach}; runs on kind only with --allow-host-wide");
+            }
             println!("symptom:  within {}", faultlab::duration::format(sc.symptom.within.0));
             if let Some(p) = &sc.symptom.pod {
                 println!("          pod {}", faultlab::wait::gate_text(p));
@@ -245,19 +356,24 @@ async fn main() -> Result<()> {
         Command::Schema => print!("{}", scenario::json_schema()),
         Command::Plan { target, provider } => {
             let choice = choose(&provider, false)?;
-            for s in targets(&dir, &target)? {
+            let mut broken = 0;
+            for s in targets(&dir, &target, &mut broken)? {
                 println!("{}", suite::plan(&s, &choice).await?);
             }
+            if broken > 0 {
+                bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
+            }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, hold } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, hold, allow_host_wide } => {
             let choice = choose(&provider, keep)?;
-            let scenarios = targets(&dir, &target)?;
+            let mut broken = 0;
+            let scenarios = targets(&dir, &target, &mut broken)?;
             let started = Instant::now();
             let mut reports: Vec<ScenarioReport> = Vec::new();
             for s in &scenarios {
                 let rec = Recorder::default();
                 let ticker = progress(rec.clone(), s.name().to_string());
-                let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold };
+                let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold, allow_host_wide, expectations: cli.expectations.clone() };
                 let report = suite::run(s, &choice, &options, rec).await;
                 ticker.abort();
                 if output == Output::Text {
@@ -286,6 +402,10 @@ async fn main() -> Result<()> {
                 Some("SIGTERM") => std::process::exit(128 + libc::SIGTERM),
                 Some(_) => std::process::exit(128 + libc::SIGINT),
                 None if !suite.passed() => std::process::exit(1),
+                None if broken > 0 => {
+                    eprintln!("error: {broken} scenario file(s) of {} are broken (above) and were not run", dir.display());
+                    std::process::exit(1)
+                }
                 None => {}
             }
         }
@@ -294,7 +414,7 @@ async fn main() -> Result<()> {
             let s = scenario::find(&dir, &name)?;
             let rec_phase = Recorder::default();
             let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"));
-            let session = training::train(&s, &choice, allow_existing.as_deref()).await;
+            let session = training::train(&s, &choice, allow_existing.as_deref(), rec_phase).await;
             ticker.abort();
             let session = session?;
             print!("{}", training::on_call_view(&session).await?);
@@ -354,6 +474,33 @@ async fn main() -> Result<()> {
                 println!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
             }
         }
+        Command::New { name, fault, dir: into } => {
+            let into = into.or_else(|| cli.scenarios.clone()).unwrap_or_else(|| PathBuf::from("."));
+            let path = faultlab::scaffold::create(&into, &name, &fault)?;
+            println!("wrote {} (from faultlab's scenario {fault}); `faultlab validate {}` checks it", path.display(), into.display());
+        }
+        Command::Snapshots { command } => {
+            let store = faultlab::snapshot::Store::for_set(&dir, cli.expectations.as_deref())?;
+            match command {
+                SnapshotsCommand::Review => {
+                    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+                    let mut out = std::io::stdout().lock();
+                    if std::io::stdin().is_terminal() {
+                        faultlab::snapshot::review(&store, &mut std::io::stdin().lock(), &mut out, colour)?;
+                    } else {
+                        let waiting = faultlab::snapshot::list_pending(&store, &mut out, colour)?;
+                        drop(out);
+                        if waiting > 0 {
+                            std::process::exit(1);
+                        }
+                    }
+                }
+                SnapshotsCommand::Accept { name, platform } => {
+                    let accepted = store.accept(&name, platform.as_deref())?;
+                    println!("accepted {} on {}: {}", accepted.name, accepted.platform, accepted.snap.display());
+                }
+            }
+        }
         Command::Cleanup { force, older_than } => {
             let mut out = faultlab::cleanup::Cleaned::default();
             faultlab::cleanup::journals(force, &mut out).await;
@@ -369,6 +516,9 @@ async fn main() -> Result<()> {
             }
             for c in &out.clusters_skipped {
                 println!("skipped kind cluster: {c}");
+            }
+            if let Some(why) = &out.clusters_unchecked {
+                println!("kind clusters: {why}");
             }
             if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.clusters_skipped.is_empty() && out.errors.is_empty() {
                 println!("nothing to clean up");

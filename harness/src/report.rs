@@ -87,7 +87,9 @@ impl ScenarioReport {
             Status::Ignored => "IGNORED",
         };
         let mut line = format!("{status} {} [{}] {}", self.scenario, self.platform, phases.join(" "));
-        if let Some(e) = &self.error {
+        // A snapshot mismatch is its own error: its paragraph is printed once, as `snapshot:`.
+        let snapshot_error = matches!(&self.snapshot, SnapshotResult::Mismatched(d) if self.error.as_ref() == Some(d));
+        if let Some(e) = self.error.as_ref().filter(|_| !snapshot_error) {
             let phase = self.failed_phase.map(|p| format!(" in {}", p.as_str())).unwrap_or_default();
             line.push_str(&format!("\n  error{phase}: {}", e.replace('\n', "\n  ")));
         }
@@ -181,5 +183,22 @@ mod tests {
         assert!(suite.passed());
         let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
         assert_eq!(json["scenarios"][0]["timings"]["symptom"], 4.0);
+    }
+
+    #[test]
+    fn a_snapshot_mismatch_is_printed_once() {
+        let mut r = ScenarioReport::ignored("web", "");
+        r.status = Status::Failed;
+        r.platform = "p".into();
+        r.failed_phase = Some(Phase::Recovery);
+        let paragraph = "events of web on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal A (kubelet): b\n    wrote x.snap.new; read it";
+        r.error = Some(paragraph.into());
+        r.snapshot = SnapshotResult::Mismatched(paragraph.into());
+        let line = r.line();
+        assert_eq!(line.matches("1 missing").count(), 1, "{line}");
+        assert!(line.ends_with(&format!("\n  snapshot: {paragraph}")), "{line}");
+        assert!(!line.contains("error in"), "{line}");
+        let xml = SuiteReport { wall_seconds: 1.0, scenarios: vec![r] }.junit();
+        assert!(xml.contains("1 missing, 0 unexpected"), "JUnit carries it as the failure's message: {xml}");
     }
 }

@@ -24,10 +24,14 @@ use crate::wait::{self, WaitError};
 pub enum RunError {
     #[error("setup: {0}")]
     Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the node is not ready for a workload: {0}")]
+    NodeNotReady(#[source] WaitError),
     #[error("workload not ready before the fault: {0}")]
     WorkloadNotReady(#[source] WaitError),
     #[error("inject: {0}")]
     Inject(#[source] FaultError),
+    #[error("recording events: {0}")]
+    Events(#[source] crate::events::EventsError),
     #[error("symptom not seen: {0}")]
     Symptom(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("fix step {step:?}: {source}")]
@@ -184,6 +188,11 @@ impl Run {
         self.begin(Phase::Setup);
         let s = self.scenario.scenario.clone();
         let ctx = self.ctx.clone();
+        // Workloads start on a node the node lifecycle controller has seen Ready (no not-ready taint).
+        match &self.client {
+            Some(c) => drop(wait::node_untainted_within(c, ctx.node.name(), Duration::from_secs(60)).await.map_err(RunError::NodeNotReady)?),
+            None => self.rec().push(Channel::Wait, format!("node {} without the taints {}", ctx.node.name(), wait::NOT_READY_TAINTS.join(", "))),
+        }
         // Journal the namespace's deletion before creating it.
         ctx.journal.record(
             format!("delete namespace {}", self.namespace),
@@ -191,9 +200,16 @@ impl Run {
         )?;
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
         self.fault.fault().prepare(&ctx).await.map_err(|e| RunError::Setup(Box::new(e)))?;
-        for text in self.scenario.manifest_texts()? {
-            let text = ctx.vars.text(&text);
-            ctx.kube.apply_manifest(&self.namespace, &text).await?;
+        for object in self.scenario.objects(&ctx.vars)? {
+            let ns = if object.cluster_scoped {
+                // Declared in workload.clusterObjects (checked at load): journal its deletion first.
+                let (api_version, kind, name) = (object.api_version().to_string(), object.kind().to_string(), object.name().to_string());
+                ctx.journal.record(format!("delete {kind} {name}"), Undo::DeleteObject { api_version, kind, namespace: None, name })?;
+                None
+            } else {
+                Some(self.namespace.as_str())
+            };
+            ctx.kube.create_object(ns, object.value).await?;
         }
         if !s.workload.start_broken {
             let gate = PodGate { phase: Some("Running".into()), ready: Some(true), ..Default::default() };
@@ -208,7 +224,7 @@ impl Run {
         self.begin(Phase::Inject);
         if let Some(client) = &self.client {
             // Returns once the watch has listed its baseline, before anything breaks.
-            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()).await);
+            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()).await.map_err(RunError::Events)?);
         } else {
             self.rec().push(Channel::Wait, format!("watch /api/v1/namespaces/{}/events and events of node {}", self.namespace, self.ctx.node.name()));
         }
@@ -312,7 +328,14 @@ impl Run {
         // below can tell when they have stopped and none lands in the next run's record.
         let restarts = journal.entries.iter().any(|e| !e.done && restarts_daemon(&self.ctx.node.profile, &e.undo));
         let node_events = match (&self.client, restarts && !self.ctx.dry_run) {
-            (Some(client), true) => Some(EventLog::start_node(client.clone(), self.ctx.node.name()).await),
+            // Teardown goes on without it: the wait below then settles on time alone.
+            (Some(client), true) => match EventLog::start_node(client.clone(), self.ctx.node.name()).await {
+                Ok(log) => Some(log),
+                Err(e) => {
+                    tracing::warn!("teardown: {e}");
+                    None
+                }
+            },
             _ => None,
         };
         for entry in journal.entries.iter().rev().filter(|e| !e.done) {

@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::check::Problem;
 use crate::datafile::{self, ApiVersion, DataFileError};
+use crate::manifest;
 use crate::duration::Span;
 use crate::faults::FaultSpec;
 
@@ -80,6 +82,12 @@ pub struct Workload {
     /// Do not wait for the workload before injecting (it is created broken on purpose).
     #[serde(default)]
     pub start_broken: bool,
+    /// Cluster-scoped objects the manifests create, as `Kind/name` (`StorageClass/fast`). Anything
+    /// else a manifest creates is namespaced and lives in the run's namespace; a cluster-scoped object
+    /// not named here is refused. Each is journalled and deleted at teardown, and `show` and `plan`
+    /// list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_objects: Vec<String>,
 }
 
 fn default_ready_within() -> Span {
@@ -124,10 +132,13 @@ pub struct PodGate {
     /// terminated state). With `terminationMessagePolicy: FallbackToLogsOnError` the kubelet puts the
     /// tail of the container's log there, so an error only the log shows can be a gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub termination_message: Option<String>,
+    pub termination_message: Option<crate::pattern::Pattern>,
 }
 
-/// A status condition: type, status and optionally reason.
+/// A status condition: type, status and optionally reason. `status` and `reason` may name alternatives
+/// separated by `|` (`False|Unknown`), for a symptom that platforms show in different words: a kubelet
+/// that dies stays dead on the test bed (the node controller marks the node Unknown) and is restarted by
+/// systemd on kind (it posts Ready=False between restarts).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConditionGate {
@@ -214,22 +225,10 @@ pub struct SnapshotOptions {
 pub enum ScenarioError {
     #[error(transparent)]
     Decode(#[from] DataFileError),
-    #[error("{}: metadata.name is {name:?} but the file is named {stem:?}; they must match", path.display())]
-    NameMismatch { path: PathBuf, name: String, stem: String },
-    #[error("{}: fix[{index}].step: {step:?} is not a fix step of fault {fault}; it offers: {}", path.display(), offered.join(", "))]
-    UnknownFixStep { path: PathBuf, index: usize, step: String, fault: String, offered: Vec<String> },
-    #[error("{}: {field}: invalid regular expression: {source}", path.display())]
-    BadPattern {
-        path: PathBuf,
-        field: String,
-        #[source]
-        source: regex::Error,
-    },
-    #[error("{}: fix: the scenario has no fix step", path.display())]
-    NoFix { path: PathBuf },
-    #[error("{}: {field}: needs at least one of pod, node or claim", path.display())]
-    NoGate { path: PathBuf, field: String },
-    #[error("no scenario named {name:?} in {}; known: {}", dir.display(), known.join(", "))]
+    /// Values the schema lets through but a run must not get: every one found, one per line.
+    #[error("{}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+    Invalid { problems: Vec<Located> },
+    #[error("no scenario named {name:?} in {}; {}", dir.display(), if known.is_empty() { "it has no scenario files".to_string() } else { format!("known: {}", known.join(", ")) })]
     NotFound { name: String, dir: PathBuf, known: Vec<String> },
     #[error("cannot list scenarios in {}: {source}", dir.display())]
     List {
@@ -237,21 +236,31 @@ pub enum ScenarioError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: workload.manifests[{index}]: cannot read {}: {source}", path.display(), manifest.display())]
-    ManifestRead {
-        path: PathBuf,
-        index: usize,
-        manifest: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
-/// A scenario with the path it was read from.
+/// A problem at a file's line and column (the scenario file, or a manifest file it names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    pub path: PathBuf,
+    pub line: u64,
+    pub column: u64,
+    pub problem: Problem,
+}
+
+impl std::fmt::Display for Located {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}: {}", self.path.display(), self.line, self.column, self.problem)
+    }
+}
+
+/// A scenario with the path it was read from, and its workload's manifests as checked.
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub path: PathBuf,
     pub scenario: Scenario,
+    /// The manifests' text, in order, as read and checked when the scenario was loaded (a run applies
+    /// exactly these, never a file read again later).
+    manifests: Vec<String>,
 }
 
 impl Loaded {
@@ -261,84 +270,351 @@ impl Loaded {
 
     /// The manifests as YAML text, in order.
     pub fn manifest_texts(&self) -> Result<Vec<String>, ScenarioError> {
-        let base = self.path.parent().unwrap_or(Path::new("."));
-        self.scenario
-            .workload
-            .manifests
-            .iter()
-            .enumerate()
-            .map(|(index, m)| match m {
-                Manifest::Inline(text) => Ok(text.clone()),
-                Manifest::Path(p) => std::fs::read_to_string(base.join(p)).map_err(|source| ScenarioError::ManifestRead {
-                    path: self.path.clone(),
-                    index,
-                    manifest: base.join(p),
-                    source,
-                }),
-            })
-            .collect()
+        Ok(self.manifests.clone())
+    }
+
+    /// The objects the workload creates, in order, with `vars` substituted: each with whether it is
+    /// cluster-scoped (then `workload.clusterObjects` names it; the runner journals its deletion).
+    pub fn objects(&self, vars: &crate::vars::Vars) -> Result<Vec<Object>, ScenarioError> {
+        let mut out = Vec::new();
+        for text in &self.manifests {
+            let docs = manifest::split(&vars.text(text)).map_err(|p| ScenarioError::Invalid {
+                problems: vec![Located { path: self.path.clone(), line: p.line, column: p.column, problem: p.problem }],
+            })?;
+            for doc in docs {
+                let cluster_scoped = manifest::is_cluster_scoped(doc.api_version(), doc.kind());
+                out.push(Object { value: doc.value, cluster_scoped });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The cluster-scoped objects the workload creates (`Kind/name`).
+    pub fn cluster_objects(&self) -> &[String] {
+        &self.scenario.workload.cluster_objects
     }
 }
 
-/// Read, strictly decode and validate one scenario file.
+/// An object of the workload.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub value: serde_json::Value,
+    pub cluster_scoped: bool,
+}
+
+impl Object {
+    pub fn api_version(&self) -> &str {
+        self.value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default()
+    }
+    pub fn kind(&self) -> &str {
+        self.value.get("kind").and_then(|v| v.as_str()).unwrap_or_default()
+    }
+    pub fn name(&self) -> &str {
+        self.value.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default()
+    }
+}
+
+/// Read, strictly decode and check one scenario file: every value, every manifest, before anything
+/// runs. All problems found are reported at once, each at its file, line and column.
 pub fn load(path: &Path) -> Result<Loaded, ScenarioError> {
-    let scenario: Scenario = datafile::read(path)?;
-    validate(path, &scenario)?;
-    Ok(Loaded { path: path.to_owned(), scenario })
+    let text = datafile::read_text(path)?;
+    load_text(path, &text)
 }
 
-/// Decode and validate scenario text (fixtures, tests).
+/// Decode and check scenario text (fixtures, tests); manifest paths resolve beside `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let scenario: Scenario = datafile::decode(path, text)?;
-    validate(path, &scenario)?;
-    Ok(scenario)
+    load_text(path, text).map(|l| l.scenario)
 }
 
-fn validate(path: &Path, s: &Scenario) -> Result<(), ScenarioError> {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    if s.metadata.name != stem {
-        return Err(ScenarioError::NameMismatch { path: path.to_owned(), name: s.metadata.name.clone(), stem: stem.into() });
+fn load_text(path: &Path, text: &str) -> Result<Loaded, ScenarioError> {
+    let scenario: Scenario = datafile::decode(path, text)?;
+    let (manifests, problems) = validate(path, text, &scenario);
+    if !problems.is_empty() {
+        return Err(ScenarioError::Invalid { problems });
     }
+    Ok(Loaded { path: path.to_owned(), scenario, manifests })
+}
+
+/// The longest scenario name: the run's namespace is `fl-<name>-<5 characters>`, a DNS label of at
+/// most 63.
+pub const MAX_NAME_LEN: usize = 63 - "fl-".len() - "-xxxxx".len();
+
+/// Pod phases, container waiting reasons are free text; claim phases and condition statuses are not.
+const POD_PHASES: &[&str] = &["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+const CLAIM_PHASES: &[&str] = &["Pending", "Bound", "Lost"];
+const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
+const EVENT_TYPES: &[&str] = &["Normal", "Warning"];
+/// Check every value of a decoded scenario. Returns the manifests' texts and every problem, placed.
+fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>) {
+    let locations = datafile::FieldLocations::of(text);
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut placed: Vec<Located> = Vec::new();
+
+    // The name makes the run's namespace.
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let name = &s.metadata.name;
+    if name != stem {
+        problems.push(Problem::new("metadata.name", format!("is {name:?} but the file is named {stem:?}.yaml; they must match")));
+    }
+    if let Some(p) = crate::check::dns_label("metadata.name", name) {
+        problems.push(p);
+    } else if name.len() > MAX_NAME_LEN {
+        problems.push(Problem::new("metadata.name", format!("{name:?} is {} characters; at most {MAX_NAME_LEN}, so that the run's namespace fl-<name>-<5 characters> is a valid name", name.len())));
+    }
+
+    // Deadlines: long enough to mean something (the upper bound is in the duration type).
+    for (field, span) in [("symptom.within", s.symptom.within), ("recovery.within", s.recovery.within), ("workload.readyWithin", s.workload.ready_within)] {
+        if span.0 < std::time::Duration::from_secs(1) {
+            problems.push(Problem::new(field, format!("{} is too short: at least 1s (nothing on a cluster happens sooner)", crate::duration::format(span.0))));
+        }
+    }
+
+    // The target: a selector that selects something, never everything.
+    if let Some(p) = crate::check::label_selector("workload.target.selector", &s.workload.target.selector) {
+        problems.push(p);
+    }
+    if let Some(claim) = &s.workload.target.claim {
+        if let Some(p) = crate::check::dns_subdomain("workload.target.claim", claim) {
+            problems.push(p);
+        }
+    }
+
+    // The fix: steps the fault offers.
     if s.fix.is_empty() {
-        return Err(ScenarioError::NoFix { path: path.to_owned() });
+        problems.push(Problem::new("fix", "the scenario has no fix step; `faultlab show` lists the fault's steps"));
     }
     let offered = s.fault.fix_steps();
     for (index, step) in s.fix.iter().enumerate() {
         if !offered.contains(&step.step.as_str()) {
-            return Err(ScenarioError::UnknownFixStep {
-                path: path.to_owned(),
-                index,
-                step: step.step.clone(),
-                fault: s.fault.name().into(),
-                offered: offered.iter().map(|s| s.to_string()).collect(),
-            });
+            problems.push(Problem::new(format!("fix[{index}].step"), format!("{:?} is not a fix step of fault {}; it offers: {}", step.step, s.fault.name(), offered.join(", "))));
         }
     }
+
+    // Gates.
+    for (field, pod, node, claim) in [("symptom", &s.symptom.pod, &s.symptom.node, &s.symptom.claim), ("recovery", &s.recovery.pod, &s.recovery.node, &s.recovery.claim)] {
+        if pod.is_none() && node.is_none() && claim.is_none() {
+            problems.push(Problem::new(field, "needs at least one of pod, node or claim (the gate that decides the phase)"));
+        }
+        if let Some(pod) = pod {
+            if let Some(phase) = &pod.phase {
+                problems.extend(crate::check::one_of(&format!("{field}.pod.phase"), phase, POD_PHASES));
+            }
+            if pod.waiting.as_ref().is_some_and(|w| w.trim().is_empty()) {
+                problems.push(Problem::new(format!("{field}.pod.waiting"), "is empty: name the waiting reason (ContainerCreating, CrashLoopBackOff, ...)"));
+            }
+            if let Some(c) = &pod.condition {
+                problems.extend(check_condition(&format!("{field}.pod.condition"), c));
+            }
+        }
+        if let Some(node) = node {
+            problems.extend(check_condition(&format!("{field}.node.condition"), &node.condition));
+        }
+        if let Some(claim) = claim {
+            problems.extend(crate::check::one_of(&format!("{field}.claim.phase"), &claim.phase, CLAIM_PHASES));
+        }
+        if claim.is_some() && s.workload.target.claim.is_none() {
+            problems.push(Problem::new(format!("{field}.claim"), "a claim gate needs workload.target.claim, the claim it watches"));
+        }
+    }
+
+    // Events.
     for (i, e) in s.symptom.events.iter().enumerate() {
+        let field = format!("symptom.events[{i}]");
+        if e.reason.trim().is_empty() || e.reason.contains(char::is_whitespace) {
+            problems.push(Problem::new(format!("{field}.reason"), format!("{:?}: an event reason is one word (FailedMount, BackOff, ...)", e.reason)));
+        }
+        if let Some(t) = &e.type_ {
+            problems.extend(crate::check::one_of(&format!("{field}.type"), t, EVENT_TYPES));
+        }
+        for (_, var) in crate::vars::unknown_names(&e.message) {
+            problems.push(unknown_variable(&format!("{field}.message"), &var));
+        }
         // Variables are substituted with escaped values, so a placeholder stands for a literal here.
-        let probe = crate::vars::Vars::placeholder().regex(&e.message);
-        regex::Regex::new(&probe).map_err(|source| ScenarioError::BadPattern {
-            path: path.to_owned(),
-            field: format!("symptom.events[{i}].message"),
-            source,
-        })?;
-    }
-    for (field, gate) in [("symptom.pod", &s.symptom.pod), ("recovery.pod", &s.recovery.pod)] {
-        if let Some(pattern) = gate.as_ref().and_then(|g| g.termination_message.as_ref()) {
-            regex::Regex::new(pattern).map_err(|source| ScenarioError::BadPattern {
-                path: path.to_owned(),
-                field: format!("{field}.terminationMessage"),
-                source,
-            })?;
+        if let Err(err) = crate::pattern::compile(&crate::vars::Vars::placeholder().regex(&e.message)) {
+            problems.push(Problem::new(format!("{field}.message"), err));
         }
     }
-    if s.symptom.pod.is_none() && s.symptom.node.is_none() && s.symptom.claim.is_none() {
-        return Err(ScenarioError::NoGate { path: path.to_owned(), field: "symptom".into() });
+    for (i, r) in s.snapshot.ignore_reasons.iter().enumerate() {
+        if r.trim().is_empty() {
+            problems.push(Problem::new(format!("snapshot.ignoreReasons[{i}]"), "is empty"));
+        }
     }
-    if s.recovery.pod.is_none() && s.recovery.node.is_none() && s.recovery.claim.is_none() {
-        return Err(ScenarioError::NoGate { path: path.to_owned(), field: "recovery".into() });
+
+    // The fault's parameters.
+    problems.extend(s.fault.check());
+
+    // The workload's manifests.
+    let (manifests, docs) = check_manifests(path, s, &locations, &mut problems, &mut placed);
+    if !docs.is_empty() {
+        check_workload_refs(s, &docs, &mut problems);
     }
-    Ok(())
+
+    let mut out: Vec<Located> = problems
+        .into_iter()
+        .map(|problem| {
+            let (line, column) = locations.locate(&problem.field);
+            Located { path: path.to_owned(), line, column, problem }
+        })
+        .collect();
+    out.extend(placed);
+    out.sort_by(|a, b| (&a.path, a.line, a.column).cmp(&(&b.path, b.line, b.column)));
+    out.dedup();
+    (manifests, out)
+}
+
+fn unknown_variable(field: &str, var: &str) -> Problem {
+    let known = crate::vars::known_names();
+    let close = known.iter().min_by_key(|k| crate::check::edit_distance(k, var)).filter(|k| crate::check::edit_distance(k, var) <= 3);
+    let hint = close.map(|c| format!(" (did you mean ${{{c}}}?)")).unwrap_or_default();
+    Problem::new(field, format!("unknown variable ${{{var}}}{hint}; known: {}", known.iter().map(|k| format!("${{{k}}}")).collect::<Vec<_>>().join(", ")))
+}
+
+fn check_condition(field: &str, c: &ConditionGate) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if c.type_.trim().is_empty() {
+        out.push(Problem::new(format!("{field}.type"), "is empty: name the condition (Ready, PodScheduled, ...)"));
+    }
+    for alt in c.status.split('|') {
+        out.extend(crate::check::one_of(&format!("{field}.status"), alt, CONDITION_STATUSES));
+    }
+    if c.reason.as_ref().is_some_and(|r| r.split('|').any(|a| a.trim().is_empty())) {
+        out.push(Problem::new(format!("{field}.reason"), "has an empty alternative"));
+    }
+    out
+}
+
+/// Read (inside the scenario's directory only), place and check every manifest; returns the texts
+/// and the decoded documents (empty if any manifest could not be read or split).
+fn check_manifests(path: &Path, s: &Scenario, locations: &datafile::FieldLocations, problems: &mut Vec<Problem>, placed: &mut Vec<Located>) -> (Vec<String>, Vec<manifest::Doc>) {
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let placeholder = crate::vars::Vars::placeholder();
+    let mut texts = Vec::new();
+    let mut docs = Vec::new();
+    let mut complete = true;
+    if s.workload.manifests.is_empty() {
+        problems.push(Problem::new("workload.manifests", "is empty: the workload needs at least one manifest"));
+    }
+    for (index, m) in s.workload.manifests.iter().enumerate() {
+        let (text, file, first_line) = match m {
+            Manifest::Inline(text) => {
+                let field = format!("workload.manifests[{index}].inline");
+                let (line, _) = locations.locate(&field);
+                (text.clone(), path.to_owned(), line)
+            }
+            Manifest::Path(p) => {
+                let field = format!("workload.manifests[{index}].path");
+                match read_manifest(base, p) {
+                    Ok((file, text)) => (text, file, 1),
+                    Err(message) => {
+                        problems.push(Problem::new(field, message));
+                        complete = false;
+                        continue;
+                    }
+                }
+            }
+        };
+        let place = |line: u64, column: u64, problem: Problem| {
+            let problem = Problem { field: format!("workload.manifests[{index}]{}", if problem.field.is_empty() { String::new() } else { format!(" {}", problem.field) }), message: problem.message };
+            Located { path: file.clone(), line: first_line + line.max(1) - 1, column, problem }
+        };
+        for (offset, var) in crate::vars::unknown_names(&text) {
+            let before = &text[..offset];
+            let line = before.matches('\n').count() as u64 + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
+            let p = unknown_variable("", &var);
+            placed.push(place(line, column, p));
+        }
+        match manifest::split(&placeholder.text(&text)) {
+            Err(p) => {
+                placed.push(place(p.line, p.column, p.problem));
+                complete = false;
+            }
+            Ok(found) => {
+                if found.is_empty() {
+                    placed.push(place(1, 1, Problem::new("", "has no object")));
+                }
+                for doc in found {
+                    for p in manifest::check_doc(&doc, "<namespace>") {
+                        placed.push(place(p.line, p.column, p.problem));
+                        // What the workload makes is uncertain: leave out the checks that rely on it.
+                        complete = false;
+                    }
+                    if !manifest::is_cluster_scoped(doc.api_version(), doc.kind()) || s.workload.cluster_objects.contains(&doc.id()) {
+                        // fine: namespaced, or declared
+                    } else {
+                        placed.push(place(doc.line, 1, Problem::new("", format!(
+                            "{} is cluster-scoped: it would outlive the run's namespace and touch every workload of the cluster; if the scenario needs it, declare it in workload.clusterObjects (\"{}\") so that it is journalled and deleted at teardown",
+                            doc.id(), doc.id()
+                        ))));
+                    }
+                    docs.push(doc);
+                }
+            }
+        }
+        texts.push(text);
+    }
+    // Duplicates and declarations.
+    let mut seen = std::collections::BTreeSet::new();
+    for doc in &docs {
+        if !doc.kind().is_empty() && !seen.insert(doc.id()) {
+            problems.push(Problem::new("workload.manifests", format!("{} is created twice", doc.id())));
+        }
+    }
+    for (i, declared) in s.workload.cluster_objects.iter().enumerate() {
+        let field = format!("workload.clusterObjects[{i}]");
+        match docs.iter().find(|d| d.id() == *declared) {
+            Some(d) if !manifest::is_cluster_scoped(d.api_version(), d.kind()) => {
+                problems.push(Problem::new(field, format!("{declared} is namespaced: it lives in the run's namespace; declare only cluster-scoped objects")));
+            }
+            None if complete => problems.push(Problem::new(field, format!("{declared:?}: no manifest creates it (write Kind/name, as StorageClass/fast)"))),
+            _ => {}
+        }
+    }
+    if !complete {
+        docs.clear();
+    }
+    (texts, docs)
+}
+
+/// A manifest file named by a scenario: relative, inside the scenario's directory (after symlinks),
+/// a regular file of sane size.
+fn read_manifest(base: &Path, p: &Path) -> Result<(PathBuf, String), String> {
+    if p.is_absolute() {
+        return Err(format!("{}: a manifest path is relative to the scenario's directory; an absolute path is refused", p.display()));
+    }
+    let file = base.join(p);
+    let root = base.canonicalize().map_err(|e| format!("cannot resolve the scenario's directory {}: {e}", base.display()))?;
+    let real = file.canonicalize().map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    if !real.starts_with(&root) {
+        return Err(format!("{} is outside the scenario's directory {} (it resolves to {}); manifests must stay inside it", p.display(), root.display(), real.display()));
+    }
+    let text = datafile::read_text(&real).map_err(|e| e.to_string())?;
+    Ok((file, text))
+}
+
+/// What the fault and the target name must be in the workload.
+fn check_workload_refs(s: &Scenario, docs: &[manifest::Doc], problems: &mut Vec<Problem>) {
+    let selector = &s.workload.target.selector;
+    let wanted = crate::check::selector_equalities(selector);
+    let pod_labels: Vec<_> = docs.iter().filter_map(|d| d.pod_labels()).collect();
+    if !wanted.is_empty() && crate::check::label_selector("", selector).is_none() {
+        let matches = pod_labels.iter().any(|labels| wanted.iter().all(|(k, v)| labels.get(k).and_then(|l| l.as_str()) == Some(v.as_str())));
+        if !matches {
+            problems.push(Problem::new("workload.target.selector", format!("{selector:?} matches no pod the workload makes (the pods' labels: {})", if pod_labels.is_empty() { "none".to_string() } else { pod_labels.iter().map(|l| serde_json::Value::Object((*l).clone()).to_string()).collect::<Vec<_>>().join(", ") })));
+        }
+    }
+    if let Some(claim) = &s.workload.target.claim {
+        let claims: Vec<String> = docs.iter().flat_map(|d| d.claim_names()).collect();
+        if !claims.contains(claim) {
+            problems.push(Problem::new("workload.target.claim", format!("{claim:?}: the workload makes no such claim (it makes: {})", if claims.is_empty() { "none".to_string() } else { claims.join(", ") })));
+        }
+    }
+    for r in s.fault.fault().workload_refs() {
+        if !docs.iter().any(|d| d.kind() == r.kind && d.name() == r.name) {
+            let field = if r.field.is_empty() { format!("fault.{}", s.fault.name()) } else { format!("fault.{}.{}", s.fault.name(), r.field) };
+            problems.push(Problem::new(field, format!("{} {:?}: the fault acts on it, but no manifest of the workload creates it", r.kind, r.name)));
+        }
+    }
 }
 
 /// The scenarios directory: `$FAULTLAB_SCENARIOS`, else `scenarios/` at the workspace root.
@@ -358,29 +634,57 @@ pub fn workspace_root() -> PathBuf {
     }
 }
 
-/// Every scenario in `dir`, by name.
-pub fn load_all(dir: &Path) -> Result<BTreeMap<String, Loaded>, ScenarioError> {
+/// The scenario files of a set: every `*.yaml` entry of `dir` (whatever its file type: `load`
+/// refuses what is not a regular file, so a FIFO is reported instead of read), sorted.
+pub fn files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::List { dir: dir.to_owned(), source })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     paths.sort();
-    let mut out = BTreeMap::new();
-    for path in paths {
-        let loaded = load(&path)?;
-        out.insert(loaded.name().to_string(), loaded);
-    }
-    Ok(out)
+    Ok(paths)
 }
 
-/// One scenario by name.
+/// A scenario set as found: the scenarios that load, and each broken file with its error.
+#[derive(Debug, Default)]
+pub struct Set {
+    pub good: BTreeMap<String, Loaded>,
+    pub broken: Vec<(PathBuf, ScenarioError)>,
+}
+
+/// Load every scenario file of `dir`; one broken file does not hide the others.
+pub fn load_set(dir: &Path) -> Result<Set, ScenarioError> {
+    let mut set = Set::default();
+    for path in files(dir)? {
+        match load(&path) {
+            Ok(loaded) => {
+                set.good.insert(loaded.name().to_string(), loaded);
+            }
+            Err(e) => set.broken.push((path, e)),
+        }
+    }
+    Ok(set)
+}
+
+/// Every scenario in `dir`, by name; the first broken file is an error.
+pub fn load_all(dir: &Path) -> Result<BTreeMap<String, Loaded>, ScenarioError> {
+    let mut set = load_set(dir)?;
+    match set.broken.is_empty() {
+        true => Ok(set.good),
+        false => Err(set.broken.remove(0).1),
+    }
+}
+
+/// One scenario by name: the file `<dir>/<name>.yaml`, whatever it is (a file that is there but
+/// cannot be read says why, rather than "no scenario named").
 pub fn find(dir: &Path, name: &str) -> Result<Loaded, ScenarioError> {
+    let plain = !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != "..";
     let path = dir.join(format!("{name}.yaml"));
-    if path.is_file() {
+    if plain && std::fs::symlink_metadata(&path).is_ok() {
         return load(&path);
     }
-    let known = load_all(dir).map(|all| all.into_keys().collect()).unwrap_or_default();
+    let known = load_set(dir).map(|set| set.good.into_keys().collect()).unwrap_or_default();
     Err(ScenarioError::NotFound { name: name.into(), dir: dir.to_owned(), known })
 }
 

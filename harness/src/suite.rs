@@ -18,7 +18,7 @@ use crate::snapshot::{self, SnapshotResult};
 /// Which provider to use.
 #[derive(Clone, Debug)]
 pub enum ProviderChoice {
-    Kind { arch: Arch, keep: bool },
+    Kind { arch: Arch, keep: bool, node_image: Option<String> },
     Existing { description: PathBuf },
 }
 
@@ -43,7 +43,8 @@ pub fn detect() -> Result<ProviderChoice, String> {
         let docker_up = std::process::Command::new("docker").arg("info").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success());
         if docker_up {
             if let Some(arch) = Arch::host() {
-                return Ok(ProviderChoice::Kind { arch, keep: false });
+                let node_image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
+                return Ok(ProviderChoice::Kind { arch, keep: false, node_image });
             }
         }
         return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer", bed.display()));
@@ -52,7 +53,7 @@ pub fn detect() -> Result<ProviderChoice, String> {
 }
 
 /// The kind provider for one run of `scenario`: its own cluster name, directory and logs directory.
-pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool) -> Kind {
+pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>) -> Kind {
     let name = Kind::new_name(scenario.name());
     Kind {
         workdir: journal::state_dir().join("kind").join(&name),
@@ -62,6 +63,8 @@ pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool) -> Kind {
         configs_dir: crate::scenario::workspace_root().join("kind-configs"),
         keep,
         needs: scenario.scenario.fault.fault().kind_needs(),
+        node_image,
+        image_info: Default::default(),
     }
 }
 
@@ -131,12 +134,28 @@ fn pick_node(nodes: &[NodeProfile]) -> Option<NodeProfile> {
 }
 
 /// Print what a run would do, without doing it.
-pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, crate::provider::ProviderError> {
+/// What stopped a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Provider(#[from] crate::provider::ProviderError),
+    #[error("planning {scenario}: {source}")]
+    Body {
+        scenario: String,
+        #[source]
+        source: Box<crate::runner::RunError>,
+    },
+}
+
+pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, PlanError> {
     let rec = Recorder::default();
     rec.set_phase(Phase::Setup);
     let (node, teardown): (NodeProfile, Option<(Kind, crate::provider::Cluster)>) = match choice {
-        ProviderChoice::Kind { arch, keep } => {
-            let kind = kind_provider(scenario, *arch, *keep);
+        ProviderChoice::Kind { arch, keep, node_image } => {
+            if let Some(reach) = scenario.scenario.fault.fault().host_wide_on_kind() {
+                rec.push(crate::record::Channel::Note, format!("on kind this fault reaches past the node container into the host: {reach}; a run needs --allow-host-wide"));
+            }
+            let kind = kind_provider(scenario, *arch, *keep, node_image.clone());
             let cluster = kind.create(&rec, true).await?;
             let node = pick_node(&cluster.nodes).expect("a dry kind create names its node");
             (node, Some((kind, cluster)))
@@ -154,7 +173,7 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
         }
     };
     let mut run = Run::plan(scenario.clone(), node, rec.clone());
-    run.body().await.map_err(|e| crate::provider::ProviderError::NotConfigured { reason: e.to_string() })?;
+    run.body().await.map_err(|source| PlanError::Body { scenario: scenario.name().to_string(), source: Box::new(source) })?;
     run.teardown().await;
     if let Some((kind, cluster)) = teardown {
         rec.push(crate::record::Channel::Note, "if the run failed (not when interrupted): export the cluster's logs".to_string());
@@ -171,6 +190,24 @@ pub struct RunOptions {
     pub allow_existing: Option<String>,
     /// Keep the fault in place this long after the symptom, before the fix (`--hold`).
     pub hold: Option<std::time::Duration>,
+    /// On kind, run faults that reach past the node container into the host (`--allow-host-wide`).
+    pub allow_host_wide: bool,
+    /// Where the snapshots are (`--expectations`), instead of beside the scenario's set (see
+    /// [`snapshot::Store`]); `FAULTLAB_EXPECTATIONS` when not given.
+    pub expectations: Option<PathBuf>,
+}
+
+/// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
+pub fn host_wide_refusal(scenario: &Loaded, choice: &ProviderChoice, allow_host_wide: bool) -> Option<String> {
+    let reach = scenario.scenario.fault.fault().host_wide_on_kind()?;
+    match choice {
+        ProviderChoice::Kind { .. } if !allow_host_wide => Some(format!(
+            "refusing to run {} on kind: fault {} reaches past the node container into this host: {reach}. Pass --allow-host-wide if this host is yours to change, or run it on the test bed",
+            scenario.name(),
+            scenario.scenario.fault.name()
+        )),
+        _ => None,
+    }
 }
 
 /// Run one scenario end to end and report it.
@@ -187,10 +224,18 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
         r.snapshot = SnapshotResult::Skipped("the run failed".into());
         r
     };
+    if let Some(refusal) = host_wide_refusal(scenario, choice, options.allow_host_wide) {
+        return fail(report, Phase::Setup, refusal);
+    }
+    // Where the snapshots are, settled before anything is created.
+    let store = match snapshot::Store::for_scenario(&scenario.path, options.expectations.as_deref()) {
+        Ok(store) => store,
+        Err(e) => return fail(report, Phase::Setup, e.to_string()),
+    };
     let provider_started = Instant::now();
     let (provider, kind): (Box<dyn Provider>, Option<KindTeardown>) = match choice {
-        ProviderChoice::Kind { arch, keep } => {
-            let k = kind_provider(scenario, *arch, *keep);
+        ProviderChoice::Kind { arch, keep, node_image } => {
+            let k = kind_provider(scenario, *arch, *keep, node_image.clone());
             let info = KindTeardown { cluster: k.cluster(), logs: k.logs_dir.clone(), keep_note: keep.then(|| k.keep_message()) };
             (Box::new(k), Some(info))
         }
@@ -257,6 +302,19 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
             return finish_provider(r).await;
         }
     };
+    // The platform names the snapshot directory: kind's comes from what the nodes report.
+    let kube = crate::kube_ops::Kube::new(client.clone(), rec.clone());
+    let asked = tokio::select! {
+        p = provider.platform(&cluster, &kube) => p.map_err(|e| e.to_string()),
+        name = interrupts.recv() => Err(format!("interrupted by {name} while asking the nodes for the platform")),
+    };
+    match asked {
+        Ok(platform) => report.platform = platform,
+        Err(e) => {
+            let r = fail(report, Phase::Setup, e);
+            return finish_provider(r).await;
+        }
+    }
     let Some(node) = pick_node(&cluster.nodes) else {
         let r = fail(report, Phase::Setup, format!("cluster of context {} lists no node", cluster.context));
         return finish_provider(r).await;
@@ -287,12 +345,13 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
     match outcome.result {
         Ok(()) => {
-            report.snapshot = snapshot::check(&report.platform, scenario.name(), &report.events);
+            report.snapshot = store.check(&report.platform, scenario.name(), &report.events);
             report.status = match (&report.snapshot, report.teardown_errors.is_empty()) {
                 (SnapshotResult::Matched, true) => Status::Passed,
                 (SnapshotResult::Mismatched(d), _) => {
                     report.failed_phase = Some(Phase::Recovery);
-                    report.error = Some(format!("events differ from the snapshot: {d}"));
+                    // The paragraph says what differs and where the file to review is.
+                    report.error = Some(d.clone());
                     Status::Failed
                 }
                 _ => {
@@ -340,5 +399,45 @@ pub fn require_testbed(what: &str) -> Result<PathBuf, String> {
         Ok(ProviderChoice::Existing { description }) => Ok(description),
         Ok(ProviderChoice::Kind { .. }) => Err(format!("{what} run on the test bed or an existing cluster; kind is not covered")),
         Err(reason) => Err(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(name: &str) -> Loaded {
+        crate::scenario::find(&crate::scenario::default_dir(), name).unwrap()
+    }
+
+    fn kind() -> ProviderChoice {
+        ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None }
+    }
+
+    #[test]
+    fn faults_that_reach_the_host_are_refused_on_kind_unless_allowed() {
+        for (name, touches) in [
+            ("inotify-limit", "fs.inotify.max_user_instances is a limit per user namespace, and a kind node runs in the host's"),
+            ("disk-full", "loop file in the node's /var, which is a Docker volume on the host's disk"),
+        ] {
+            let s = scenario(name);
+            let refusal = host_wide_refusal(&s, &kind(), false).unwrap_or_else(|| panic!("{name} is refused on kind"));
+            assert!(refusal.starts_with(&format!("refusing to run {name} on kind: fault {name} reaches past the node container into this host: ")), "{refusal}");
+            assert!(refusal.contains(touches), "says what would be touched: {refusal}");
+            assert!(refusal.contains("Pass --allow-host-wide if this host is yours to change"), "names the flag: {refusal}");
+            assert_eq!(host_wide_refusal(&s, &kind(), true), None, "{name} runs with --allow-host-wide");
+            // On the test bed (an existing cluster's description) nothing changes.
+            let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into() };
+            assert_eq!(host_wide_refusal(&s, &bed, false), None);
+        }
+    }
+
+    #[test]
+    fn faults_that_stay_in_the_node_are_not_refused() {
+        for name in ["pause-missing", "configmap-missing", "storageclass-missing", "default-route", "cpu-count", "duplicate-container"] {
+            let s = scenario(name);
+            assert_eq!(s.scenario.fault.fault().host_wide_on_kind(), None, "{name}");
+            assert_eq!(host_wide_refusal(&s, &kind(), false), None, "{name}");
+        }
     }
 }

@@ -62,6 +62,13 @@ impl TestBed {
     }
 }
 
+/// A node profile with placeholders, for plans that have no test bed to read.
+pub fn placeholder_profile() -> NodeProfile {
+    crate::datafile::decode::<TestBed>(Path::new("placeholder"), PLACEHOLDER).expect("static").nodes.remove(0)
+}
+
+const PLACEHOLDER: &str = include_str!("../tests/fixtures/testbed/valid.yaml");
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -93,9 +100,3 @@ pub(crate) mod tests {
     }
 }
 
-/// A node profile with placeholders, for plans that have no test bed to read.
-pub fn placeholder_profile() -> NodeProfile {
-    crate::datafile::decode::<TestBed>(Path::new("placeholder"), PLACEHOLDER).expect("static").nodes.remove(0)
-}
-
-const PLACEHOLDER: &str = include_str!("../tests/fixtures/testbed/valid.yaml");

@@ -176,11 +176,11 @@ impl Session {
 }
 
 /// `faultlab train`: set up, inject, wait for the symptom, record the session, and leave it broken.
-pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>) -> Result<Session, TrainingError> {
+/// Break the cluster for a trainee. `rec` records the run (its phase drives a progress display).
+pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> Result<Session, TrainingError> {
     let ProviderChoice::Existing { description } = choice else {
         return Err(TrainingError::Provider("kind clusters for trainees are not supported yet".into()));
     };
-    let rec = Recorder::default();
     let provider = Existing { description: description.clone() };
     let cluster = provider.create(&rec, false).await.map_err(|e| TrainingError::Provider(e.to_string()))?;
     check_safety(&cluster, allow_existing).map_err(|e| TrainingError::Other(e.to_string()))?;

@@ -8,6 +8,27 @@ use regex::Regex;
 
 use crate::node::NodeProfile;
 
+/// The image roles every node profile provides (the test bed builds one image per role under
+/// `ci/testbed/images/`; kind node images label them `dev.faultlab.image.<role>`).
+pub const IMAGE_ROLES: &[&str] = &["pause", "busybox", "inotify"];
+
+/// Every variable a scenario may use, whatever the cluster.
+pub fn known_names() -> Vec<String> {
+    let mut names: Vec<String> = ["namespace", "node", "sandboxImage"].iter().map(|s| s.to_string()).collect();
+    names.extend(IMAGE_ROLES.iter().map(|r| format!("images.{r}")));
+    names
+}
+
+/// The variables `input` refers to that no cluster gives a value, with their byte offsets in `input`.
+pub fn unknown_names(input: &str) -> Vec<(usize, String)> {
+    let known = known_names();
+    Vars::pattern()
+        .captures_iter(input)
+        .filter(|c| !known.iter().any(|k| *k == c[1]))
+        .map(|c| (c.get(0).map_or(0, |m| m.start()), c[1].to_string()))
+        .collect()
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Vars {
     values: BTreeMap<String, String>,
@@ -75,5 +96,10 @@ mod tests {
         assert_eq!(vars.text("image: ${images.busybox} in ${namespace}"), "image: faultlab.invalid/busybox:1.35 in fl-x");
         assert_eq!(vars.regex("image \"${images.pause}\""), r#"image "faultlab\.invalid/cce\-pause:3\.1""#);
         assert_eq!(vars.unknown("${images.nope} ${namespace}"), vec!["images.nope".to_string()]);
+        assert_eq!(unknown_names("a ${sandboxImg} ${images.busybox} ${images.busybx}"), vec![(2, "sandboxImg".to_string()), (34, "images.busybx".to_string())]);
+        // (The sample description predates the inotify image role.)
+        for name in known_names().into_iter().filter(|n| n != "images.inotify") {
+            assert!(!vars.text(&format!("${{{name}}}")).contains('$'), "{name} has a value on the sample node");
+        }
     }
 }

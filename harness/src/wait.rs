@@ -51,9 +51,7 @@ pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
             return false;
         }
     }
-    if let Some(pattern) = &gate.termination_message {
-        // Validated when the scenario is loaded; an invalid pattern matches nothing.
-        let Ok(re) = regex::Regex::new(pattern) else { return false };
+    if let Some(re) = &gate.termination_message {
         let all = containers.iter().chain(status.init_container_statuses.iter().flatten());
         let matched = all
             .flat_map(|c| [c.state.as_ref(), c.last_state.as_ref()])
@@ -73,7 +71,9 @@ pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
 }
 
 fn condition_matches(gate: &ConditionGate, type_: &str, status: &str, reason: Option<&str>) -> bool {
-    gate.type_ == type_ && gate.status == status && gate.reason.as_deref().is_none_or(|r| Some(r) == reason)
+    // `A|B`: either alternative.
+    let one_of = |want: &str, have: &str| want.split('|').any(|w| w == have);
+    gate.type_ == type_ && one_of(&gate.status, status) && gate.reason.as_deref().is_none_or(|r| reason.is_some_and(|have| one_of(r, have)))
 }
 
 pub fn node_matches(node: &Node, gate: &NodeGate) -> bool {
@@ -112,7 +112,10 @@ pub fn describe_pod(pod: &Pod) -> String {
 
 fn describe_node(node: &Node) -> String {
     let conds = node.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-    let parts: Vec<String> = conds.iter().map(|c| format!("{}={}", c.type_, c.status)).collect();
+    let mut parts: Vec<String> = conds.iter().map(|c| format!("{}={}", c.type_, c.status)).collect();
+    for t in node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default() {
+        parts.push(format!("taint {}:{}", t.key, t.effect));
+    }
     format!("node/{}: {}", node.metadata.name.clone().unwrap_or_default(), parts.join(" "))
 }
 
@@ -192,6 +195,35 @@ pub async fn node(client: &Client, name: &str, gate: &NodeGate, within: Duration
     watch_until(api, cfg, what, within, |n| node_matches(n, gate), describe_node).await
 }
 
+/// Taints the node lifecycle controller sets while it has not (yet, or no longer) seen the node Ready.
+pub const NOT_READY_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+
+/// Does the node carry none of [`NOT_READY_TAINTS`]?
+pub fn node_untainted(node: &Node) -> bool {
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    !taints.is_some_and(|t| t.iter().any(|t| NOT_READY_TAINTS.contains(&t.key.as_str())))
+}
+
+/// Wait until node `name` carries no not-ready or unreachable taint. A node reports Ready before the
+/// node lifecycle controller lifts its not-ready NoExecute taint (on its next pass, up to 5 s later): a
+/// pod made in between gets a deletion scheduled by the taint manager and cancelled a moment later
+/// (`TaintManagerEviction: Cancelling deletion of Pod`, seen right after `kind create --wait`).
+pub async fn node_untainted_within(client: &Client, name: &str, within: Duration) -> Result<Node, WaitError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let what = format!("node {name} without the taints {}", NOT_READY_TAINTS.join(", "));
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watch_until(api, cfg, what, within, node_untainted, describe_node).await
+}
+
+/// Wait until node `name` carries a not-ready or unreachable taint: the node lifecycle controller's
+/// verdict, which it writes after (not with) the condition it reads.
+pub async fn node_tainted_within(client: &Client, name: &str, within: Duration) -> Result<Node, WaitError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let what = format!("node {name} tainted {}", NOT_READY_TAINTS.join(" or "));
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watch_until(api, cfg, what, within, |n| !node_untainted(n), describe_node).await
+}
+
 /// Wait until claim `name` in `ns` satisfies `gate`.
 pub async fn claim(client: &Client, ns: &str, name: &str, gate: &ClaimGate, within: Duration) -> Result<PersistentVolumeClaim, WaitError> {
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
@@ -252,6 +284,30 @@ mod tests {
     }
 
     #[test]
+    fn a_node_is_untainted_without_the_not_ready_and_unreachable_taints() {
+        let node = |taints: serde_json::Value| -> Node { serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}, "spec": {"taints": taints}})).unwrap() };
+        assert!(node_untainted(&node(serde_json::json!([]))));
+        assert!(node_untainted(&node(serde_json::json!([{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]))));
+        assert!(!node_untainted(&node(serde_json::json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]))));
+        assert!(!node_untainted(&node(serde_json::json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]))));
+        assert!(node_untainted(&serde_json::from_value::<Node>(serde_json::json!({"metadata": {"name": "n"}})).unwrap()));
+        assert_eq!(describe_node(&node(serde_json::json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]))), "node/n: taint node.kubernetes.io/not-ready:NoExecute");
+    }
+
+    #[test]
+    fn condition_gates_take_alternatives() {
+        let gate = |status: &str, reason: Option<&str>| ConditionGate { type_: "Ready".into(), status: status.into(), reason: reason.map(Into::into) };
+        let either = gate("Unknown|False", Some("NodeStatusUnknown|KubeletNotReady"));
+        assert!(condition_matches(&either, "Ready", "Unknown", Some("NodeStatusUnknown")), "the test bed's dead kubelet");
+        assert!(condition_matches(&either, "Ready", "False", Some("KubeletNotReady")), "kind's restarting kubelet");
+        assert!(!condition_matches(&either, "Ready", "True", Some("KubeletReady")));
+        assert!(!condition_matches(&either, "Ready", "False", Some("Other")));
+        assert!(!condition_matches(&either, "Ready", "False", None), "a reason is asked for");
+        assert!(!condition_matches(&gate("False", None), "Ready", "False|Unknown", None), "only the gate has alternatives");
+        assert!(condition_matches(&gate("False", None), "Ready", "False", Some("anything")));
+    }
+
+    #[test]
     fn termination_message_gate_reads_the_last_terminated_state() {
         let crashing = pod(serde_json::json!({
             "metadata": {"name": "web-1"},
@@ -260,9 +316,9 @@ mod tests {
                     "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                     "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": "inotifyd: inotify_init: Too many open files\n"}}}]}
         }));
-        let gate = PodGate { waiting: Some("CrashLoopBackOff".into()), termination_message: Some("Too many open files".into()), ..Default::default() };
+        let gate = PodGate { waiting: Some("CrashLoopBackOff".into()), termination_message: Some(crate::pattern::Pattern::new("Too many open files").unwrap()), ..Default::default() };
         assert!(pod_matches(&crashing, &gate));
-        assert!(!pod_matches(&crashing, &PodGate { termination_message: Some("default route".into()), ..Default::default() }));
+        assert!(!pod_matches(&crashing, &PodGate { termination_message: Some(crate::pattern::Pattern::new("default route").unwrap()), ..Default::default() }));
         assert!(gate_text(&gate).ends_with("terminationMessage=~/Too many open files/"), "{}", gate_text(&gate));
         let fresh = pod(serde_json::json!({"metadata": {"name": "web-2"}, "status": {"phase": "Pending"}}));
         assert!(!pod_matches(&fresh, &gate), "no terminated state, no match");

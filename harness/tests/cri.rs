@@ -1,11 +1,12 @@
 //! `faultlab-cri`, the test bed's crictl, against the test bed's real containerd: a pod sandbox run,
-//! listed, stopped and removed, as the duplicate-container fault does. Bad input is checked without a
-//! runtime. Without the test bed the runtime trial is reported ignored.
+//! listed, stopped and removed, as the duplicate-container fault does; the test bed's images listed,
+//! filtered and inspected, as kind runs `crictl images` and `crictl inspecti` in its nodes. Bad input
+//! is checked without a runtime. Without the test bed the runtime trials are reported ignored.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 
-use faultlab::cri::SandboxListJson;
+use faultlab::cri::{ImageInspectJson, ImageListJson, SandboxListJson};
 use faultlab::testbed::TestBed;
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -17,10 +18,17 @@ fn main() -> ExitCode {
         eprintln!("CRI client runtime trial ignored: {reason}");
     }
     let ignored = bed.is_err();
-    let life_cycle = Trial::test("sandbox-run-list-stop-remove", move || sandbox_life_cycle(&bed.map_err(Failed::from)?));
+    let on_bed = |name: &str, trial: fn(&Path) -> Result<(), Failed>| {
+        let bed = bed.clone();
+        let t = Trial::test(name, move || trial(&bed.map_err(Failed::from)?));
+        if ignored { t.with_kind("no test bed").with_ignored_flag(true) } else { t }
+    };
     let trials = vec![
-        if ignored { life_cycle.with_kind("no test bed").with_ignored_flag(true) } else { life_cycle },
+        on_bed("sandbox-run-list-stop-remove", sandbox_life_cycle),
+        on_bed("images-list-quiet-filter", images_listed),
+        on_bed("inspecti-present-and-missing", images_inspected),
         Trial::test("bad-config-is-refused-before-connecting", bad_config),
+        Trial::test("bad-output-is-refused-before-connecting", bad_output),
         Trial::test("unreachable-runtime-names-the-endpoint", unreachable),
     ];
     libtest_mimic::run(&args, trials).exit_code()
@@ -99,6 +107,131 @@ fn sandbox_life_cycle(description: &Path) -> Result<(), Failed> {
     removed?;
     if !listed(&endpoint, &label)?.items.is_empty() {
         return Err("the sandbox is still listed after rmp".into());
+    }
+    Ok(())
+}
+
+/// The test bed's endpoint and its busybox and pause images (from its description).
+fn bed_images(description: &Path) -> Result<(String, String, String), Failed> {
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let node = &bed.nodes[0];
+    Ok((format!("unix://{}", node.containerd.address), node.images.busybox.clone(), node.images.pause.clone()))
+}
+
+fn image_list(endpoint: &str, args: &[&str]) -> Result<ImageListJson, Failed> {
+    let mut all = vec!["images", "-o", "json"];
+    all.extend_from_slice(args);
+    let text = ok(endpoint, &all)?;
+    serde_json::from_str(&text).map_err(|e| Failed::from(format!("images -o json: {e}: {text}")))
+}
+
+fn images_listed(description: &Path) -> Result<(), Failed> {
+    let (endpoint, busybox, pause) = bed_images(description)?;
+    let list = image_list(&endpoint, &[])?;
+    let id_of = |name: &str| -> Result<String, Failed> {
+        match list.images.iter().filter(|i| i.repo_tags.iter().any(|t| t == name)).collect::<Vec<_>>().as_slice() {
+            [image] => Ok(image.id.clone()),
+            other => Err(format!("images -o json: {name} tagged on {} images: {list:?}", other.len()).into()),
+        }
+    };
+    let busybox_id = id_of(&busybox)?;
+    id_of(&pause)?;
+    for image in &list.images {
+        let hex = image.id.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) || image.size.parse::<u64>().map_or(true, |n| n == 0) {
+            return Err(format!("not an image ID and a size in bytes: {image:?}").into());
+        }
+    }
+
+    // -q: the IDs, one a line, the same images as the JSON list.
+    let quiet = ok(&endpoint, &["images", "-q"])?;
+    let mut ids: Vec<&str> = quiet.lines().collect();
+    let mut listed: Vec<&str> = list.images.iter().map(|i| i.id.as_str()).collect();
+    ids.sort();
+    listed.sort();
+    if ids != listed {
+        return Err(format!("images -q printed {quiet:?}, the JSON list has {listed:?}").into());
+    }
+
+    // The table: crictl's header, one row per tag with the 13-character ID.
+    let table = ok(&endpoint, &["images"])?;
+    let (repo, tag) = busybox.rsplit_once(':').ok_or("the busybox image has no tag")?;
+    let short = &busybox_id["sha256:".len().."sha256:".len() + 13];
+    let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
+    let row = table.lines().find(|l| l.split_whitespace().next() == Some(repo)).map(|l| l.split_whitespace().collect::<Vec<_>>());
+    if header != ["IMAGE", "TAG", "IMAGE", "ID", "SIZE"] || !matches!(row.as_deref(), Some([_, t, id, size]) if t == &tag && id == &short && size.ends_with('B')) {
+        return Err(format!("images table without the row {repo} {tag} {short} SIZE:\n{table}").into());
+    }
+
+    // Filtered by name: the tag, the repository, the short ID; a name that is not there lists nothing.
+    for name in [busybox.as_str(), repo, short] {
+        let only = ok(&endpoint, &["images", "-q", name])?;
+        if only.trim() != busybox_id {
+            return Err(format!("images -q {name} printed {only:?}, not only {busybox_id}").into());
+        }
+    }
+    if !image_list(&endpoint, &[&format!("{repo}:no-such-tag")])?.images.is_empty() {
+        return Err(format!("images {repo}:no-such-tag listed images").into());
+    }
+    let empty = ok(&endpoint, &["images", "faultlab.invalid/no-such-image"])?;
+    if empty.lines().count() != 1 || !empty.starts_with("IMAGE ") {
+        return Err(format!("images of a missing name should print the header only: {empty:?}").into());
+    }
+    let yaml = ok(&endpoint, &["images", "-o", "yaml", &busybox])?;
+    if !yaml.starts_with(&format!("images:\n- id: {busybox_id}\n")) || !yaml.contains(&format!("  repoTags:\n  - {busybox}\n")) {
+        return Err(format!("images -o yaml {busybox}: {yaml}").into());
+    }
+    Ok(())
+}
+
+fn images_inspected(description: &Path) -> Result<(), Failed> {
+    let (endpoint, busybox, pause) = bed_images(description)?;
+    let busybox_id = ok(&endpoint, &["images", "-q", &busybox])?.trim().to_string();
+
+    // What kind's `crictl inspecti IMAGE` reads: {"status": {"id": ..., "repoTags": [...]}}.
+    let text = ok(&endpoint, &["inspecti", &busybox])?;
+    let inspected: ImageInspectJson = serde_json::from_str(&text).map_err(|e| format!("inspecti {busybox}: {e}: {text}"))?;
+    if inspected.status.id != busybox_id || !inspected.status.repo_tags.contains(&busybox) {
+        return Err(format!("inspecti {busybox}: status {:?}, expected id {busybox_id}", inspected.status).into());
+    }
+    // containerd's verbose info: the image config and its chain ID; -q leaves it out.
+    if !inspected.info.get("info").is_some_and(|i| i["imageSpec"]["rootfs"]["type"] == "layers" && i["chainID"].is_string()) {
+        return Err(format!("inspecti {busybox}: no verbose info from containerd: {text}").into());
+    }
+    let quiet: ImageInspectJson = serde_json::from_str(&ok(&endpoint, &["inspecti", "-q", &busybox])?).map_err(|e| e.to_string())?;
+    if !quiet.info.is_empty() || quiet.status != inspected.status {
+        return Err(format!("inspecti -q {busybox}: {quiet:?}").into());
+    }
+
+    // By short ID, several at once (an array), and through a template.
+    let short = &busybox_id["sha256:".len().."sha256:".len() + 13];
+    let both: Vec<ImageInspectJson> = serde_json::from_str(&ok(&endpoint, &["inspecti", "-q", short, &pause])?).map_err(|e| e.to_string())?;
+    match both.as_slice() {
+        [a, b] if a.status.id == busybox_id && b.status.repo_tags.contains(&pause) => {}
+        other => return Err(format!("inspecti {short} {pause}: {other:?}").into()),
+    }
+    let templated = ok(&endpoint, &["inspecti", "-o", "go-template", "--template", "{{.status.id}} {{range .status.repoTags}}{{.}}{{end}}", &busybox])?;
+    if templated.trim_end() != format!("{busybox_id} {busybox}") {
+        return Err(format!("inspecti -o go-template printed {templated:?}").into());
+    }
+
+    // A missing image: non-zero, crictl's message, nothing on stdout.
+    let missing = "faultlab.invalid/no-such-image:1";
+    let out = cri(&endpoint, &["inspecti", missing])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || !err.contains(&format!("no such image \"{missing}\" present")) || !out.stdout.is_empty() {
+        return Err(format!("inspecti {missing}: {} {err:?} {:?}", out.status, String::from_utf8_lossy(&out.stdout)).into());
+    }
+    Ok(())
+}
+
+fn bad_output() -> Result<(), Failed> {
+    for args in [&["images", "-o", "xml"][..], &["inspecti", "-o", "wide", "x"], &["inspecti", "-o", "go-template", "--template", "{{.a", "x"]] {
+        let out = cri("unix:///nonexistent/faultlab.sock", args)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || err.contains("connecting") || !(err.contains("--output") || err.contains("--template")) {
+            return Err(format!("faultlab-cri {}: expected the flag's error before any connection: {err}", args.join(" ")).into());
+        }
     }
     Ok(())
 }

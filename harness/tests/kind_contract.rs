@@ -205,10 +205,10 @@ fn a_run_creates_finds_its_node_execs_with_timeouts_then_exports_logs_and_delete
     assert_eq!(out.status.code(), Some(1));
     let report = json_report(&out);
     let name = bed.created_name();
-    let platform = format!("kind-1.31-containerd-1.7-{}", host_arch().as_str());
     assert_eq!(report["status"], "failed");
     assert_eq!(report["failed_phase"], "setup");
-    assert_eq!(report["platform"], platform.as_str());
+    // The platform is what the nodes report through the API (status.nodeInfo), which never answered.
+    assert_eq!(report["platform"], "");
     let server = std::fs::read_to_string(bed.state.join("server")).unwrap();
     let error = report["error"].as_str().unwrap();
     assert!(error.contains(&format!("kind-{name}")) && error.contains(server.trim_start_matches("https://")), "the API error names context and server: {error}");
@@ -223,7 +223,9 @@ fn a_run_creates_finds_its_node_execs_with_timeouts_then_exports_logs_and_delete
     );
     // The bootstrap's first `docker ps` runs alongside kind's create, so either may come first.
     assert_eq!(lines[index_of(&lines, "kind create cluster")], create);
-    assert!(lines[..index_of(&lines, "kind create cluster")].iter().all(|l| l.starts_with("docker ps ")), "{lines:#?}");
+    // First the node image's labels, before anything is created.
+    assert!(lines[0].starts_with("docker image inspect --format {{json .Config.Labels}} kindest/node:v1.32.2@sha256:"), "{lines:#?}");
+    assert!(lines[1..index_of(&lines, "kind create cluster")].iter().all(|l| l.starts_with("docker ps ")), "{lines:#?}");
     let list = format!("docker ps --filter label=io.x-k8s.kind.cluster={name} --format {{{{.Names}}}}");
     let node = format!("{name}-control-plane");
     // The bootstrap found the node by label while kind was creating, then ran in it with a timeout.
@@ -269,10 +271,11 @@ fn when_kind_fails_to_create_the_logs_are_exported_and_the_cluster_deleted() {
     assert!(error.contains("exited with status 1") && error.contains("ERROR: failed to create cluster: failed to init node with kubeadm"), "kind's own words: {error}");
     let lines = bed.call_lines();
     let logs_dir = bed.faultlab_state.join("logs").join(&name);
-    assert_eq!(lines.len(), 3, "create, export, delete: {lines:#?}");
-    assert!(lines[0].starts_with("kind create cluster"));
-    assert_eq!(lines[1], format!("kind export logs {} --name {name}", logs_dir.display()));
-    assert!(lines[2].starts_with(&format!("kind delete cluster --name {name}")));
+    assert_eq!(lines.len(), 4, "labels, create, export, delete: {lines:#?}");
+    assert!(lines[0].starts_with("docker image inspect "));
+    assert!(lines[1].starts_with("kind create cluster"));
+    assert_eq!(lines[2], format!("kind export logs {} --name {name}", logs_dir.display()));
+    assert!(lines[3].starts_with(&format!("kind delete cluster --name {name}")));
     assert_eq!(report["logs"], logs_dir.to_str().unwrap());
     assert!(logs_dir.join(format!("{name}-control-plane/serial.log")).is_file());
     assert!(bed.clusters().is_empty());
@@ -429,11 +432,12 @@ fn cleanup_deletes_stale_faultlab_clusters_by_label_and_age() {
     assert!(stdout.contains(&format!("skipped kind cluster: faultlab-inotify-limit-live1 (its run is still running as pid {};", std::process::id())), "{stdout}");
     assert_eq!(bed.clusters(), vec!["faultlab-inotify-limit-live1", "faultlab-pause-missing-new01", "my-dev-cluster"]);
     let calls = bed.calls();
-    assert_eq!(calls[0], ["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"]);
-    assert_eq!(calls[1][..4], ["docker", "inspect", "--format", "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}"]);
-    assert_eq!(calls[1].len(), 4 + 4, "one ID per node container");
-    assert_eq!(calls[2], ["kind", "delete", "cluster", "--name", "faultlab-pause-missing-old01"]);
-    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[0], ["docker", "version", "--format", "{{.Server.Version}}"]);
+    assert_eq!(calls[1], ["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"]);
+    assert_eq!(calls[2][..4], ["docker", "inspect", "--format", "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}"]);
+    assert_eq!(calls[2].len(), 4 + 4, "one ID per node container");
+    assert_eq!(calls[3], ["kind", "delete", "cluster", "--name", "faultlab-pause-missing-old01"]);
+    assert_eq!(calls.len(), 4);
 
     // Without --older-than every faultlab cluster is stale; the live one still is not faultlab's to take.
     let out = bed.run(&["cleanup"]);
@@ -445,6 +449,15 @@ fn cleanup_deletes_stale_faultlab_clusters_by_label_and_age() {
     assert!(!live.exists());
     let out = bed.run(&["cleanup"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+
+    // kind and a Docker client, but no daemon answering (found so in CI once kind was installed): no
+    // cluster can be looked for, which cleanup says, and it is no error.
+    std::fs::write(bed.state.join("daemon-down"), "").unwrap();
+    let out = bed.run(&["cleanup"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("kind clusters: Docker does not answer (Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?): no kind cluster was looked for"), "{text}");
+    assert_eq!(bed.clusters(), vec!["my-dev-cluster"]);
 }
 
 #[test]
@@ -462,8 +475,8 @@ fn the_other_architecture_is_refused_for_runs_and_planned_in_full() {
     let plan = String::from_utf8_lossy(&out.stdout);
     let scenarios = std::fs::read_dir(faultlab::scenario::default_dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count();
     assert_eq!(plan.matches(&format!("(from kind-configs/{other}.yaml)")).count(), scenarios, "{plan}");
-    assert_eq!(plan.matches(&format!("platform kind-1.31-containerd-1.7-{other}")).count(), scenarios);
-    assert_eq!(plan.matches("kindest/node:v1.31.2@sha256:").count(), scenarios);
+    assert_eq!(plan.matches(&format!("platform kind-<kubelet minor>-<runtime>-<runtime minor>-{other} (from the nodes once they run)")).count(), scenarios);
+    assert_eq!(plan.matches("kindest/node:v1.32.2@sha256:").count(), 3 * scenarios, "in the config, the label look-up and its note: {plan}");
     assert_eq!(plan.matches("\nhost kind delete cluster --name faultlab-").count(), scenarios);
     assert!(bed.calls().is_empty(), "a plan runs nothing: {:#?}", bed.call_lines());
 }
@@ -483,11 +496,13 @@ async fn the_provider_contract_through_the_library() {
         logs_dir: bed.faultlab_state.join("logs/faultlab-contract-lib01"),
         keep,
         needs: KindNeeds { disable_default_cni: true, ..Default::default() },
+        node_image: None,
+        image_info: Default::default(),
     };
     let rec = Recorder::default();
     let k = kind(false);
     let cluster = k.create(&rec, false).await.unwrap();
-    assert_eq!(cluster.platform, format!("kind-1.31-containerd-1.7-{}", host_arch().as_str()));
+    assert_eq!(cluster.platform, "", "the nodes name the platform through the API, once the run has a client");
     assert_eq!(cluster.context, "kind-faultlab-contract-lib01");
     let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
     assert!(kubeconfig.contains("current-context: kind-faultlab-contract-lib01"));
@@ -523,4 +538,65 @@ async fn the_provider_contract_through_the_library() {
     assert!(!k.workdir.exists());
     let err = k.nodes(&cluster, &rec, false).await.unwrap_err();
     assert!(err.to_string().contains("has no node labelled io.x-k8s.kind.cluster=faultlab-contract-lib01"), "{err}");
+}
+
+/// A fault that reaches past the node container into the host runs on kind only with
+/// --allow-host-wide: without it nothing is created and the error says what would be touched; `show`
+/// and `plan` say so too. With the flag, disk-full first checks Docker's root has room for its loop file.
+#[test]
+fn host_wide_faults_are_refused_on_kind_unless_allowed() {
+    let bed = Bed::new();
+    for (scenario, says) in [("inotify-limit", "fs.inotify.max_user_instances is a limit per user namespace"), ("disk-full", "loop file in the node's /var")] {
+        let out = bed.run(&["run", scenario, "--provider", "kind", "--output", "json"]);
+        assert_eq!(out.status.code(), Some(1));
+        let report = json_report(&out);
+        let error = report["error"].as_str().unwrap();
+        assert!(error.starts_with(&format!("refusing to run {scenario} on kind: fault {scenario} reaches past the node container into this host: ")), "{error}");
+        assert!(error.contains(says) && error.contains("Pass --allow-host-wide"), "{error}");
+        assert_eq!(report["failed_phase"], "setup");
+        assert!(bed.calls().is_empty(), "nothing ran: {:#?}", bed.call_lines());
+
+        let show = bed.run(&["show", scenario]);
+        let text = String::from_utf8_lossy(&show.stdout);
+        assert!(text.contains("on kind:  reaches past the node container into the host: ") && text.contains("--allow-host-wide"), "{text}");
+        let plan = bed.run(&["plan", scenario, "--provider", "kind"]);
+        let text = String::from_utf8_lossy(&plan.stdout);
+        assert!(text.contains("on kind this fault reaches past the node container into the host") && text.contains("a run needs --allow-host-wide"), "{text}");
+    }
+    // Faults that stay in the node say nothing of the kind, and are not refused.
+    let show = bed.run(&["show", "pause-missing"]);
+    assert!(!String::from_utf8_lossy(&show.stdout).contains("on kind:"));
+    // With the flag the run goes ahead: disk-full asks Docker for its root before creating anything.
+    let out = bed.run(&["run", "disk-full", "--provider", "kind", "--allow-host-wide", "--output", "json"]);
+    let report = json_report(&out);
+    assert!(!report["error"].as_str().unwrap_or_default().starts_with("refusing"), "{report}");
+    let lines = bed.call_lines();
+    assert!(lines[1] == "docker info --format {{.DockerRootDir}}", "{lines:#?}");
+}
+
+/// disk-full with --allow-host-wide: when the file system under Docker's root (here the stand-in's
+/// state directory, on this machine's real disk) cannot hold what the fault would write there, the run
+/// stops before kind creates anything and says how much it needs and has.
+#[test]
+fn disk_full_is_refused_when_dockers_root_has_no_room() {
+    let bed = Bed::new();
+    let scenarios = bed.state.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let text = std::fs::read_to_string(faultlab::scenario::default_dir().join("disk-full.yaml")).unwrap();
+    // The most expand-disk may add (16 GiB), and Docker's root on a file system with no room at all
+    // (proc's statvfs answers 0 blocks free): a real statvfs, a certain refusal.
+    let text = text.replace("  disk-full: {}\n", "  disk-full: {expandMiB: 16384}\n");
+    assert!(text.contains("expandMiB"), "the scenario's fault line changed: {text}");
+    std::fs::write(scenarios.join("disk-full.yaml"), text).unwrap();
+    std::fs::write(bed.state.join("docker-root"), "/proc\n").unwrap();
+    let out = bed.faultlab(&["run", "disk-full", "--provider", "kind", "--allow-host-wide", "--output", "json"]).env("FAULTLAB_SCENARIOS", &scenarios).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json_report(&out);
+    let error = report["error"].as_str().unwrap();
+    let want = "not enough room on the host's disk: the fault writes up to 19763 MiB under Docker's root /proc, whose file system has 0 MiB free (it needs 20787 MiB, with 1024 MiB to spare); nothing was created";
+    assert_eq!(error, want);
+    let lines = bed.call_lines();
+    assert!(lines.iter().all(|l| !l.starts_with("kind ")), "kind was never called: {lines:#?}");
+    assert_eq!(lines.last().unwrap(), "docker info --format {{.DockerRootDir}}", "{lines:#?}");
+    assert!(bed.clusters().is_empty());
 }

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         args.exact = true;
     }
     let choice = match std::env::var("FAULTLAB_PROVIDER").as_deref() {
-        Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false }).ok_or_else(|| "no kind node image for this architecture".to_string()),
+        Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false, node_image: std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok() }).ok_or_else(|| "no kind node image for this architecture".to_string()),
         _ => suite::detect(),
     };
     if let Err(reason) = &choice {
@@ -94,7 +94,9 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             Some(n) => Some(suite::node_state(n).await.map_err(|e| format!("reading the node's state before the run: {e}"))?),
             None => None,
         };
-        let report = suite::run(&loaded, &choice, &suite::RunOptions::default(), Recorder::default()).await;
+        // On kind, faults that reach into the host run only when FAULTLAB_ALLOW_HOST_WIDE=1 says so.
+        let options = suite::RunOptions { allow_host_wide: std::env::var("FAULTLAB_ALLOW_HOST_WIDE").is_ok_and(|v| v == "1" || v == "true"), ..Default::default() };
+        let report = suite::run(&loaded, &choice, &options, Recorder::default()).await;
         eprintln!("{}", report.line());
         if let Some(dir) = &report_dir {
             let _ = std::fs::create_dir_all(dir);

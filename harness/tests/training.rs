@@ -17,7 +17,8 @@ fn main() -> ExitCode {
     if let Err(reason) = &bed {
         eprintln!("training trials ignored: {reason}");
     }
-    let trials: Vec<(&str, fn(&Path) -> Result<(), Failed>)> = vec![
+    type TrialFn = fn(&Path) -> Result<(), Failed>;
+    let trials: Vec<(&str, TrialFn)> = vec![
         ("trainee-applies-the-documented-fix", documented_fix),
         ("trainee-deletes-the-pod-instead", wrong_fix),
         ("reset-after-an-abandoned-session", abandoned),
@@ -99,6 +100,13 @@ fn documented_fix(description: &Path) -> Result<(), Failed> {
         for want in ["kubectl", "get pods", "FailedCreatePodSandBox", "faultlab check"] {
             if !shown.contains(want) {
                 return Err(Failed::from(format!("the on-call view lacks {want:?}:\n{shown}")));
+            }
+        }
+        // The progress lines (stderr is not a terminal here) follow the run's phases; they once
+        // watched a recorder nobody wrote to and never left "setup".
+        for phase in ["(breaking the cluster): symptom"] {
+            if !shown.contains(phase) {
+                return Err(Failed::from(format!("train's progress lacks {phase:?}:\n{shown}")));
             }
         }
         if shown.contains("ctr -n k8s.io image import") || shown.contains("node-package") {

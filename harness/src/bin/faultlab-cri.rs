@@ -1,6 +1,7 @@
-//! `faultlab-cri`: the pod-sandbox commands of crictl (`version`, `pods`, `runp`, `stopp`, `rmp`), with
-//! crictl's flags, config files and JSON output, for nodes that have no crictl (the test bed). See
-//! `faultlab::cri`.
+//! `faultlab-cri`: crictl's pod-sandbox commands (`version`, `pods`, `runp`, `stopp`, `rmp`) and image
+//! queries (`images`, `inspecti`), with crictl's flags, config files and output formats, for nodes that
+//! have no crictl (the test bed, and faultlab's own kind node image, where it is installed as `crictl`
+//! for kind's `crictl images` and `crictl inspecti`). See `faultlab::cri`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,14 +9,17 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use faultlab::cri::{self, api, PodsFilter, RuntimeClient, SandboxJson, SandboxListJson};
+use faultlab::cri::{self, api, gofmt, ImageColumns, ImageJson, ImageListJson, ImageRef, PodsFilter, RuntimeClient, SandboxJson, SandboxListJson};
 
 #[derive(Parser)]
-#[command(name = "faultlab-cri", version, about = "crictl's pod-sandbox commands over CRI runtime.v1 (for nodes without crictl)")]
+#[command(name = "faultlab-cri", version, about = "crictl's pod-sandbox and image commands over CRI runtime.v1 (for nodes without crictl)")]
 struct Cli {
     /// The runtime's CRI socket.
     #[arg(short = 'r', long, env = "CONTAINER_RUNTIME_ENDPOINT", default_value = "unix:///run/containerd/containerd.sock", global = true)]
     runtime_endpoint: String,
+    /// The runtime's image service socket, if not the runtime endpoint.
+    #[arg(short = 'i', long, env = "IMAGE_SERVICE_ENDPOINT", global = true)]
+    image_endpoint: Option<String>,
     /// Timeout of each call, in seconds (crictl: --timeout 2s).
     #[arg(short = 't', long, default_value = "10", global = true, value_parser = parse_seconds)]
     timeout: Duration,
@@ -73,6 +77,48 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<String>,
     },
+    /// List images.
+    #[command(visible_aliases = ["image", "img"])]
+    Images {
+        /// Only shows images of this repository (all its tags), this tag, digest or image ID.
+        #[arg(value_name = "REPOSITORY[:TAG]")]
+        image: Option<String>,
+        /// Only image IDs, one a line.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Each image's fields, a block of lines per image.
+        #[arg(short, long)]
+        verbose: bool,
+        /// A DIGEST column.
+        #[arg(long)]
+        digests: bool,
+        /// Full image IDs and digests.
+        #[arg(long)]
+        no_trunc: bool,
+        /// A PINNED column.
+        #[arg(long)]
+        pinned: bool,
+        /// json, yaml or table.
+        #[arg(short, long, default_value = "table")]
+        output: String,
+    },
+    /// The status of one or more images (by name, digest or ID); every listed image when none is named.
+    Inspecti {
+        /// json, yaml, go-template or table.
+        #[arg(short, long, default_value = "json")]
+        output: String,
+        /// Without the runtime's verbose info.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The Go template for -o go-template.
+        #[arg(long, default_value = "")]
+        template: String,
+        /// With no IMAGE: only the images this names (as the images argument).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(value_name = "IMAGE")]
+        images: Vec<String>,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -104,7 +150,24 @@ async fn run(cli: Cli) -> Result<()> {
         }
         _ => None,
     };
-    let mut client = RuntimeClient::connect(&cli.runtime_endpoint, cli.timeout).await?;
+    // A wrong --output too is the user's error, whatever the runtime.
+    match &cli.command {
+        Command::Images { output, .. } if !matches!(output.as_str(), "json" | "yaml" | "table") => {
+            return Err(cri::CriError::Output { format: output.clone(), expected: "json, yaml, table" }.into());
+        }
+        Command::Inspecti { output, .. } if !matches!(output.as_str(), "json" | "yaml" | "go-template" | "table") => {
+            return Err(cri::CriError::Output { format: output.clone(), expected: "json, yaml, go-template, table" }.into());
+        }
+        Command::Inspecti { output, template, .. } if output == "go-template" => {
+            cri::template::Template::parse(template).map_err(cri::CriError::Template)?;
+        }
+        _ => {}
+    }
+    let endpoint = match &cli.command {
+        Command::Images { .. } | Command::Inspecti { .. } => cli.image_endpoint.as_deref().unwrap_or(&cli.runtime_endpoint),
+        _ => &cli.runtime_endpoint,
+    };
+    let mut client = RuntimeClient::connect(endpoint, cli.timeout).await?;
     match cli.command {
         Command::Version => {
             let v = client.version().await?;
@@ -125,7 +188,7 @@ async fn run(cli: Cli) -> Result<()> {
             let keep = PodsFilter::new(name.as_deref(), namespace.as_deref())?;
             let mut items: Vec<api::PodSandbox> = client.list_pod_sandbox(filter).await?.into_iter().filter(|s| keep.keeps(s)).collect();
             // Newest first, as crictl sorts them.
-            items.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            items.sort_by_key(|s| std::cmp::Reverse(s.created_at));
             if quiet {
                 for s in &items {
                     println!("{}", s.id);
@@ -164,6 +227,58 @@ async fn run(cli: Cli) -> Result<()> {
                 println!("Removed sandbox {id}");
             }
         }
+        Command::Images { image, quiet, verbose, digests, no_trunc, pinned, output } => {
+            let images = list_images(&mut client, image.as_deref()).await?;
+            match output.as_str() {
+                "json" => println!("{}", serde_json::to_string_pretty(&image_list(&images))?),
+                "yaml" => println!("{}", gofmt::yaml(&serde_json::to_value(image_list(&images))?)),
+                _ if quiet => images.iter().for_each(|i| println!("{}", i.id)),
+                _ if verbose => print!("{}", cri::images_verbose(&images)),
+                _ => print!("{}", cri::images_table(&images, ImageColumns { digests, pinned, no_trunc })),
+            }
+        }
+        Command::Inspecti { output, quiet, template, name, images } => {
+            let verbose = !quiet;
+            let ids = if images.is_empty() {
+                let ids: Vec<String> = list_images(&mut client, name.as_deref()).await?.into_iter().map(|i| i.id).collect();
+                if ids.is_empty() {
+                    anyhow::bail!("no IDs provided or nothing found per filter");
+                }
+                ids
+            } else {
+                images
+            };
+            let mut answers = Vec::new();
+            for id in &ids {
+                let status = client.image_status(id, verbose).await?;
+                let Some(image) = status.image else {
+                    return Err(cri::CriError::NoSuchImage { image: id.clone() }.into());
+                };
+                if output == "table" {
+                    print!("{}", cri::image_status_table(&image, &status.info, verbose));
+                }
+                answers.push((image, status.info));
+            }
+            if output != "table" {
+                let value = cri::inspect_value(&answers)?;
+                println!("{}", cri::render_status(&value, &output, &template)?);
+            }
+        }
     }
     Ok(())
+}
+
+/// `ListImages` with crictl's filter, the images the argument names (see `ImageRef`), in crictl's order.
+async fn list_images(client: &mut RuntimeClient, name: Option<&str>) -> Result<Vec<api::Image>> {
+    let mut images = client.list_images(name.unwrap_or("")).await?;
+    if let Some(name) = name.filter(|n| !n.is_empty()) {
+        let wanted = ImageRef::parse(name);
+        images.retain(|i| wanted.matches(i));
+    }
+    cri::sort_images(&mut images);
+    Ok(images)
+}
+
+fn image_list(images: &[api::Image]) -> ImageListJson {
+    ImageListJson { images: images.iter().map(ImageJson::from_api).collect() }
 }

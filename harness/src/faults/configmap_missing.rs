@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, WorkloadRef};
+use crate::check::{dns_subdomain, Problem};
 use crate::journal::Undo;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +43,9 @@ impl ConfigmapMissing {
 
 #[async_trait]
 impl Fault for ConfigmapMissing {
+    // On kind this stays within the cluster, so `host_wide_on_kind` keeps its default (None): it deletes
+    // and re-creates a ConfigMap through the API and runs nothing on the node or the host.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["recreate-configmap"]
     }
@@ -50,7 +54,26 @@ impl Fault for ConfigmapMissing {
         false
     }
 
+    /// The ConfigMap's name is a Kubernetes object name (a DNS-1123 subdomain): an empty one would
+    /// make the delete address every ConfigMap of the namespace.
+    fn check(&self) -> Vec<Problem> {
+        dns_subdomain("configMap", &self.config_map)
+            .map(|p| Problem::new(p.field, format!("{}; it names the ConfigMap the fault deletes, which the workload's manifests create", p.message)))
+            .into_iter()
+            .collect()
+    }
+
+    /// The ConfigMap it deletes must be one the workload creates (not when its name is no name at all:
+    /// `check` says so, once).
+    fn workload_refs(&self) -> Vec<WorkloadRef> {
+        if dns_subdomain("configMap", &self.config_map).is_some() {
+            return Vec::new();
+        }
+        vec![WorkloadRef { field: "configMap", kind: "ConfigMap", name: self.config_map.clone() }]
+    }
+
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        self.refuse_bad_parameters("save-configmap")?;
         let current: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("save-configmap"))?;
         if current.is_none() && !ctx.dry_run {
             return Err(FaultError::Check {
@@ -88,7 +111,10 @@ impl Fault for ConfigmapMissing {
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
             // Creating a ConfigMap that exists already succeeds: the step is idempotent.
-            "recreate-configmap" => ctx.kube.create_object(Some(&ctx.namespace), self.saved(ctx)).await.map(drop).map_err(Ctx::api_err(step)),
+            "recreate-configmap" => {
+                self.refuse_bad_parameters(step)?;
+                ctx.kube.create_object(Some(&ctx.namespace), self.saved(ctx)).await.map(drop).map_err(Ctx::api_err(step))
+            }
             _ => Err(FaultError::UnknownStep { fault: "configmap-missing", step: step.into() }),
         }
     }
@@ -127,5 +153,45 @@ mod tests {
         // Not a dry run, and the API has nothing: a scenario mistake, reported as such.
         let err = ConfigmapMissing { config_map: "nope".into() }.inject(&ctx).await.unwrap_err();
         assert!(err.to_string().contains("ConfigMap nope is not in namespace fl-test"), "{err}");
+    }
+
+    fn fault(name: &str) -> ConfigmapMissing {
+        ConfigmapMissing { config_map: name.into() }
+    }
+
+    #[rstest::rstest]
+    #[case::plain("app-config")]
+    #[case::dotted("app-config.v1")]
+    #[case::longest(&"a".repeat(253))]
+    fn names_pass_and_are_workload_refs(#[case] name: &str) {
+        assert_eq!(fault(name).check(), vec![]);
+        assert_eq!(fault(name).workload_refs(), vec![WorkloadRef { field: "configMap", kind: "ConfigMap", name: name.into() }]);
+    }
+
+    #[rstest::rstest]
+    #[case::empty("", "\"\" is not a valid Kubernetes object name: it is empty (a DNS-1123 subdomain)")]
+    #[case::blank(" ", "\" \" is not a valid Kubernetes object name: it has a character other than")]
+    #[case::upper("App-Config", "\"App-Config\" is not a valid Kubernetes object name: it has a character other than a-z, 0-9, '-' and '.'")]
+    #[case::path("../secrets", "\"../secrets\" is not a valid Kubernetes object name")]
+    #[case::too_long(&"a".repeat(254), "is not a valid Kubernetes object name: it is longer than 253 characters")]
+    fn bad_names_are_problems_at_config_map(#[case] name: &str, #[case] message: &str) {
+        let problems = fault(name).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, "configMap");
+        assert!(problems[0].message.contains(message), "{}", problems[0].message);
+        assert!(problems[0].message.ends_with("; it names the ConfigMap the fault deletes, which the workload's manifests create"), "{}", problems[0].message);
+        assert_eq!(crate::faults::FaultSpec::ConfigmapMissing(fault(name)).check()[0].field, "fault.configmap-missing.configMap");
+        assert!(fault(name).workload_refs().is_empty(), "a name that is no name is reported once, by check");
+    }
+
+    #[tokio::test]
+    async fn an_empty_name_deletes_nothing_even_unchecked() {
+        let (mut ctx, _) = ctx();
+        ctx.dry_run = true;
+        let err = fault("").inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("save-configmap: configMap: \"\" is not a valid Kubernetes object name"), "{err}");
+        assert!(fault("").fix("recreate-configmap", &ctx).await.is_err());
+        assert!(ctx.rec().entries().is_empty(), "no API call, not even in a plan");
+        assert!(ctx.journal.snapshot().entries.is_empty());
     }
 }

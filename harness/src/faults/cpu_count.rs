@@ -20,6 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError};
+use crate::check::{quantity_milli, range, Problem};
 use crate::cmd::Cmd;
 use crate::scenario::{ConditionGate, NodeGate};
 
@@ -33,6 +34,9 @@ pub const KUBELET_ERROR: &str = "doesn't match with CPUs in state";
 fn default_reserved_cpu() -> String {
     "500m".into()
 }
+
+/// The most CPUs a node may be said to have had: more than any node Kubernetes runs on.
+pub const MAX_CPUS: u32 = 4096;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -66,11 +70,11 @@ pub fn count_cpu_list(list: &str) -> Option<u32> {
                 if b < a {
                     return None;
                 }
-                n += b - a + 1;
+                n = n.checked_add(b - a)?.checked_add(1)?;
             }
             None => {
                 part.trim().parse::<u32>().ok()?;
-                n += 1;
+                n = n.checked_add(1)?;
             }
         }
     }
@@ -82,6 +86,32 @@ pub fn count_cpu_list(list: &str) -> Option<u32> {
 pub fn checkpoint(cpus: u32) -> String {
     let set = if cpus <= 1 { "0".to_string() } else { format!("0-{}", cpus - 1) };
     format!(r#"{{"policyName":"static","defaultCpuSet":"{set}","checksum":0}}"#)
+}
+
+/// The CPU reserved for Kubernetes daemons: a Kubernetes quantity (`500m`, `1`), more than zero (the
+/// static policy refuses to start without reserved CPU) and at most [`MAX_CPUS`] CPUs, written as is
+/// into the kubelet's flags, so without spaces around it.
+fn check_reserved_cpu(field: &str, value: &str) -> Option<Problem> {
+    if value.trim() != value {
+        return Some(Problem::new(
+            field,
+            format!("{value:?} has spaces around it: it goes into the kubelet's --kube-reserved flag as written (for example 500m or 1)"),
+        ));
+    }
+    let milli = match quantity_milli(field, value) {
+        Ok(m) => m,
+        Err(problem) => return Some(problem),
+    };
+    let max = u128::from(MAX_CPUS) * 1000;
+    (milli == 0 || milli > max).then(|| {
+        Problem::new(
+            field,
+            format!(
+                "{value:?} is out of range: it must be more than 0 and at most {MAX_CPUS} CPUs (1m to {MAX_CPUS}); the static CPU manager \
+                 policy refuses to start without CPU reserved for the daemons, and the node must have more CPUs than are reserved"
+            ),
+        )
+    })
 }
 
 /// Write `content` to `path` exactly, or remove `path` if `content` is `None`.
@@ -107,12 +137,14 @@ impl CpuCount {
         Ok((out.success() && !ctx.dry_run).then_some(out.stdout))
     }
 
-    /// The kubelet's log since its last start (test bed), or its journal (kind), filtered to the CPU
+    /// The kubelet's log since its last start (test bed), or its whole journal (kind: the kubelet's fatal
+    /// error is followed by a dump of every goroutine, over a thousand lines, so no last-N window holds
+    /// it; a node's journal lives in /run and a kind node is new for each run), filtered to the CPU
     /// manager's complaint.
     pub fn kubelet_error() -> Cmd {
         Cmd::shell(format!(
             "f={TESTBED_KUBELET_LOG}; if [ -f \"$f\" ]; then awk '/^==== /{{b=\"\"}} {{b=b $0 \"\\n\"}} END{{printf \"%s\", b}}' \"$f\"; \
-             else journalctl -u kubelet --no-pager -n 300; fi | grep -F -e {pat} -e 'Failed to start ContainerManager' | tail -n 3",
+             else journalctl -u kubelet --no-pager; fi | grep -F -e {pat} -e 'Failed to start ContainerManager' | tail -n 3",
             pat = shell_words::quote(KUBELET_ERROR),
         ))
     }
@@ -120,8 +152,30 @@ impl CpuCount {
 
 #[async_trait]
 impl Fault for CpuCount {
+    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // the CPU manager policy is the node kubelet's configuration, the checkpoint is a file in the node's
+    // /var/lib/kubelet, and the restart is the node's own systemd restarting its kubelet. It only reads
+    // the kernel's online CPUs; the CPU sets the kubelet would apply are for its pods' cgroups, below
+    // the node container's.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["delete-cpu-manager-state", "restart-kubelet"]
+    }
+
+    fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        if let Some(cpus) = self.previous_cpus {
+            problems.extend(range(
+                "previousCpus",
+                cpus.into(),
+                1,
+                MAX_CPUS.into(),
+                "how many CPUs the node had before it was resized, as the CPU manager's checkpoint names them: a node has at least 1, \
+                 and 4096 is more than any node Kubernetes runs on",
+            ));
+        }
+        problems.extend(check_reserved_cpu("kubeReservedCpu", &self.kube_reserved_cpu));
+        problems
     }
 
     /// kind: the static policy from the start, with CPU reserved for the daemons (the policy refuses
@@ -139,6 +193,7 @@ impl Fault for CpuCount {
     /// Turn the static policy on where the kubelet reads extra flags (the test bed). The undo (put the
     /// flags file and the checkpoint back as they were, restart the kubelet) is journalled first.
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        self.refuse_bad_parameters("write-kubelet-flags")?;
         let Some(flags_file) = ctx.node.profile.kubelet.extra_flags_file.clone() else {
             ctx.note("the kubelet's configuration has the static CPU manager policy already (kind: set at cluster creation)");
             return Ok(());
@@ -174,6 +229,7 @@ impl Fault for CpuCount {
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        self.refuse_bad_parameters("resize")?;
         let state = Self::state(ctx);
         let online = ctx.run("read-online-cpus", Cmd::new(["cat", "/sys/devices/system/cpu/online"])).await?;
         let now = if ctx.dry_run {
@@ -184,7 +240,13 @@ impl Fault for CpuCount {
                 message: format!("cannot read a CPU list from {:?}", online.stdout.trim()),
             })?
         };
-        let before = self.previous_cpus.unwrap_or(now * 2);
+        let before = match self.previous_cpus {
+            Some(n) => n,
+            None => now.checked_mul(2).ok_or_else(|| FaultError::Check {
+                step: "resize".into(),
+                message: format!("the node reports {now} CPUs, and twice that is more than a checkpoint can name: set previousCpus"),
+            })?,
+        };
         if before == now {
             return Err(FaultError::Check {
                 step: "resize".into(),
@@ -201,15 +263,25 @@ impl Fault for CpuCount {
         if out.success() && !ctx.dry_run {
             ctx.note("the restart command reported success (systemd restarts a kubelet however it ends)");
         }
-        // Whether the dying kubelet still posts Ready=False before it exits is a matter of timing; the
-        // node controller's verdict (Unknown, after 40 s without status) is not. Restart the workload
-        // only then, so its new pod always meets the same node: tainted unreachable.
-        let gate = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "Unknown".into(), reason: None } };
+        // Where nothing restarts the kubelet (the test bed), whether the dying kubelet still posts
+        // Ready=False before it exits is a matter of timing; the node controller's verdict (Unknown,
+        // after 40 s without status) is not. Where systemd restarts it (kind: the kubelet's
+        // configuration is fixed at creation, so there is no extra-flags file), it renews its lease on
+        // every start and posts Ready=False (KubeletNotReady) until the CPU manager stops it again: the
+        // node is never Unknown. Restart the workload only once that verdict is in, so its new pod
+        // always meets the same node: tainted unreachable, or not-ready.
+        let status = if ctx.node.profile.kubelet.extra_flags_file.is_some() { "Unknown" } else { "False" };
+        let gate = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: status.into(), reason: None } };
         match ctx.kube.client() {
             Some(client) => {
                 crate::wait::node(client, ctx.node.name(), &gate, Duration::from_secs(150))
                     .await
                     .map_err(|e| FaultError::Check { step: "wait-node-unknown".into(), message: e.to_string() })?;
+                // The taint follows the condition on the controller's next pass (seen on kind: a pod
+                // restarted in between was scheduled onto the node, and no FailedScheduling came).
+                crate::wait::node_tainted_within(client, ctx.node.name(), Duration::from_secs(60))
+                    .await
+                    .map_err(|e| FaultError::Check { step: "wait-node-tainted".into(), message: e.to_string() })?;
             }
             None => ctx.rec().push(crate::record::Channel::Wait, format!("node {} Ready=Unknown (the node controller's verdict)", ctx.node.name())),
         }
@@ -371,5 +443,73 @@ mod tests {
         let cfg = needs.kubelet_config.unwrap();
         assert_eq!(cfg["cpuManagerPolicy"], "static");
         assert_eq!(cfg["kubeReserved"]["cpu"], "500m");
+    }
+
+    fn cpu_count(previous_cpus: Option<u32>, reserved: &str) -> CpuCount {
+        CpuCount { previous_cpus, kube_reserved_cpu: reserved.into() }
+    }
+
+    #[rstest::rstest]
+    #[case::defaults(None, "500m")]
+    #[case::one_cpu(Some(1), "1m")]
+    #[case::most_cpus(Some(4096), "4096")]
+    #[case::whole_cpus(Some(8), "1")]
+    #[case::decimal(Some(8), "1.5")]
+    fn parameters_in_range_pass(#[case] previous: Option<u32>, #[case] reserved: &str) {
+        assert_eq!(cpu_count(previous, reserved).check(), vec![]);
+    }
+
+    #[rstest::rstest]
+    #[case::no_cpus(Some(0), "500m", "previousCpus", "0 is out of range: it must be 1 to 4096 (how many CPUs the node had before it was resized")]
+    #[case::too_many_cpus(Some(4097), "500m", "previousCpus", "4097 is out of range: it must be 1 to 4096")]
+    #[case::u32_max_cpus(Some(u32::MAX), "500m", "previousCpus", "4294967295 is out of range: it must be 1 to 4096")]
+    #[case::not_a_quantity(None, "lots", "kubeReservedCpu", "\"lots\" is not a Kubernetes quantity (a non-negative number with an optional suffix")]
+    #[case::negative(None, "-1", "kubeReservedCpu", "\"-1\" is not a Kubernetes quantity")]
+    #[case::zero(None, "0", "kubeReservedCpu", "\"0\" is out of range: it must be more than 0 and at most 4096 CPUs (1m to 4096); the static CPU manager policy refuses to start without")]
+    #[case::zero_milli(None, "0m", "kubeReservedCpu", "\"0m\" is out of range: it must be more than 0")]
+    #[case::too_much(None, "4097", "kubeReservedCpu", "\"4097\" is out of range: it must be more than 0 and at most 4096 CPUs")]
+    #[case::spaces(None, "500m\n--v=9", "kubeReservedCpu", "\"500m\\n--v=9\" is not a Kubernetes quantity")]
+    #[case::spaces_around(None, " 500m\n", "kubeReservedCpu", "\" 500m\\n\" has spaces around it: it goes into the kubelet's --kube-reserved flag as written")]
+    #[case::empty(None, "", "kubeReservedCpu", "\"\" is not a Kubernetes quantity")]
+    fn parameters_out_of_range_say_the_range(#[case] previous: Option<u32>, #[case] reserved: &str, #[case] field: &str, #[case] message: &str) {
+        let problems = cpu_count(previous, reserved).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, field);
+        assert!(problems[0].message.starts_with(message), "{}", problems[0].message);
+        assert_eq!(crate::faults::FaultSpec::CpuCount(cpu_count(previous, reserved)).check()[0].field, format!("fault.cpu-count.{field}"));
+    }
+
+    #[test]
+    fn both_problems_are_reported() {
+        let fields: Vec<String> = cpu_count(Some(0), "lots").check().into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["previousCpus", "kubeReservedCpu"]);
+    }
+
+    #[test]
+    fn cpu_lists_too_long_to_count_are_not_counted() {
+        assert_eq!(count_cpu_list("0-4294967295"), None, "one more than a u32 holds: no panic");
+        assert_eq!(count_cpu_list("0-4294967294"), Some(u32::MAX));
+        assert_eq!(count_cpu_list("0-4294967294,7"), None);
+    }
+
+    #[tokio::test]
+    async fn out_of_range_parameters_change_nothing_even_unchecked() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-1\n"));
+        let err = cpu_count(Some(0), "500m").inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("resize: previousCpus: 0 is out of range: it must be 1 to 4096"), "{err}");
+        let err = cpu_count(None, "500m\n--cpu-manager-policy=none").prepare(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("write-kubelet-flags: kubeReservedCpu: "), "{err}");
+        assert!(fake.lines().is_empty(), "{:?}", fake.lines());
+        assert!(ctx.journal.snapshot().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_huge_node_does_not_overflow_the_default() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-4294967294\n"));
+        let err = CpuCount::default().inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().contains("the node reports 4294967295 CPUs, and twice that is more than a checkpoint can name"), "{err}");
+        assert!(ctx.journal.snapshot().entries.is_empty());
     }
 }

@@ -67,9 +67,16 @@ impl DefaultRoute {
 
 #[async_trait]
 impl Fault for DefaultRoute {
+    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // `ip route` runs in the node container's own network namespace (Docker gives each container one),
+    // whose default route is not the host's; the host's routes and links are never named.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["restore-default-route"]
     }
+
+    // `check` and `workload_refs` keep their defaults: the fault has no parameters (the route is the
+    // node's own, read from its profile or the node), and acts on no object of the workload's.
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let (gateway, device) = self.current(ctx).await?;
@@ -173,5 +180,13 @@ mod tests {
         assert_eq!(parse_default("default via 172.18.0.1 dev eth0 proto dhcp src 172.18.0.2 metric 100"), Some(("172.18.0.1".into(), "eth0".into())));
         assert_eq!(parse_default("10.0.0.0/8 dev eth0\n"), None);
         assert_eq!(parse_default("default dev wg0 scope link"), None, "no gateway: nothing this fault can restore");
+    }
+
+    #[test]
+    fn no_parameters_nothing_to_check() {
+        assert!(DefaultRoute::default().check().is_empty());
+        assert!(DefaultRoute::default().workload_refs().is_empty());
+        let unknown: Result<DefaultRoute, _> = serde_json::from_value(serde_json::json!({"gateway": "10.0.0.1"}));
+        assert!(unknown.is_err(), "the route is the node's, never a parameter");
     }
 }

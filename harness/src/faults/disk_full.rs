@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::{Ctx, Fault, FaultError};
+use crate::check::{range, Problem};
 use crate::cmd::Cmd;
 
 /// The name prefix of the unused images the fault imports: old releases of an app.
@@ -42,6 +43,18 @@ fn default_images() -> u32 {
 fn default_expand_mib() -> u64 {
     512
 }
+
+/// The most unused images: each is made of random data and imported on the node one after another
+/// (up to 5 minutes each), and the undo and the fix name them all in one command line.
+pub const MAX_IMAGES: u32 = 100;
+
+/// The least `expand-disk` may grow the disk by: ext4 holds back up to 4096 blocks (16 MiB) of new
+/// space for its own metadata, and the new pod's sandbox and container need room beyond that.
+pub const MIN_EXPAND_MIB: u64 = 64;
+
+/// The most: the disk is a loop file on the node's disk (on kind a Docker volume on the host's), grown
+/// for one pod to start again, not a disk to fill anew.
+pub const MAX_EXPAND_MIB: u64 = 16 << 10;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -111,14 +124,28 @@ impl DiskFull {
         format!("{IMAGE_PREFIX}:r{i}")
     }
 
+    /// The largest image tarball made on a kind node while the disk fills (the disk is empty then).
+    fn tarball_mib(&self) -> u64 {
+        self.layer_mib(KIND_DISK_MIB << 20)
+    }
+
+    /// What the fault may write to a kind host's disk, in MiB: the loop file, grown by `expand-disk`,
+    /// and one image tarball at a time beside it.
+    pub fn host_disk_mib(&self) -> u64 {
+        KIND_DISK_MIB.saturating_add(self.expand_mib).saturating_add(self.tarball_mib())
+    }
+
+    /// The images' references. Never more than [`MAX_IMAGES`], whatever `images` says: `inject` and
+    /// the fix refuse a count out of range before they get here, and a count from a careless file must
+    /// not make a list of billions (`images: 4294967295` once tried to allocate 103 GB).
     fn refs(&self) -> Vec<String> {
-        (1..=self.images).map(Self::image_ref).collect()
+        (1..=self.images.min(MAX_IMAGES)).map(Self::image_ref).collect()
     }
 
     /// Layer size per image for `free` bytes: 80 % of them over the images, each stored twice.
     pub fn layer_mib(&self, free_bytes: u64) -> u64 {
-        let per = free_bytes * 8 / 10 / (2 * u64::from(self.images.max(1)));
-        (per >> 20).max(1)
+        let per = u128::from(free_bytes) * 8 / 10 / (2 * u128::from(self.images.max(1)));
+        u64::try_from(per >> 20).unwrap_or(u64::MAX).max(1)
     }
 
     /// Make a docker-save tarball of one layer of `mib` MiB of random data, on the node outside the
@@ -211,6 +238,40 @@ impl Fault for DiskFull {
         &["remove-unused-images", "expand-disk"]
     }
 
+    fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        problems.extend(range(
+            "images",
+            self.images.into(),
+            1,
+            MAX_IMAGES.into(),
+            "how many unused images fill the disk: at least 1 for remove-unused-images to remove, and at most 100, as each is made \
+             of random data and imported on the node in turn, up to 5 minutes each",
+        ));
+        problems.extend(range(
+            "expandMiB",
+            self.expand_mib,
+            MIN_EXPAND_MIB,
+            MAX_EXPAND_MIB,
+            "the MiB expand-disk adds to the disk: at least 64, as ext4 keeps up to 16 MiB of new space for itself and the pod needs \
+             room beyond it, and at most 16 GiB, as the disk is a loop file on the node's disk (on kind, the host's) grown for one pod to start",
+        ));
+        problems
+    }
+
+    /// On kind the node's /var is a Docker volume on the host's disk, and loop devices are the host's.
+    fn host_wide_on_kind(&self) -> Option<String> {
+        Some(format!(
+            "containerd's root is moved onto a {KIND_DISK_MIB} MiB loop file in the node's /var, which is a Docker volume on the \
+             host's disk, and the loop mount takes one of the host's loop devices; filling it writes that file to the host's disk \
+             (with one image tarball of up to {} MiB at a time in the node's /var/tmp, and expand-disk grows the file by {} MiB), \
+             so faultlab first checks that Docker's root directory has {} MiB free and 1 GiB to spare",
+            self.tarball_mib(),
+            self.expand_mib,
+            self.host_disk_mib(),
+        ))
+    }
+
     /// kind: containerd's root moved onto a loop-mounted ext4 file of its own inside the node, as soon
     /// as the node container exists (before kubeadm starts containers), so that filling it fills only
     /// that file and `expand-disk` has a loop disk to grow; the node keeps the kubelet's disk
@@ -225,6 +286,7 @@ impl Fault for DiskFull {
         );
         crate::provider::kind::KindNeeds {
             node_bootstrap: vec![Cmd::shell(script).timeout(Duration::from_secs(240))],
+            host_disk_mib: self.host_disk_mib(),
             kubelet_config: Some(serde_json::json!({
                 "evictionHard": {"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
                 "imageGCHighThresholdPercent": 100,
@@ -235,9 +297,7 @@ impl Fault for DiskFull {
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        if self.images == 0 {
-            return Err(FaultError::Check { step: "fill".into(), message: "images must be at least 1".into() });
-        }
+        self.refuse_bad_parameters("fill")?;
         let disk = Disk::of(ctx);
         let out = ctx.run("read-free-space", free_space(&disk.mountpoint)).await?;
         let (blocks, bsize) = if ctx.dry_run {
@@ -248,11 +308,15 @@ impl Fault for DiskFull {
                 message: format!("cannot read free blocks from {:?}", out.stdout.trim()),
             })?
         };
-        let mib = self.layer_mib(blocks * bsize);
+        let free = blocks.checked_mul(bsize).ok_or_else(|| FaultError::Check {
+            step: "read-free-space".into(),
+            message: format!("{blocks} free blocks of {bsize} bytes is more than any disk has: {:?}", out.stdout.trim()),
+        })?;
+        let mib = self.layer_mib(free);
         ctx.undo_on_node("remove the unused images and the file that filled containerd's disk", self.undo(ctx, &disk))?;
         ctx.note(format!(
             "{} MiB free on {}: import {} unused images of {mib} MiB of random data each (stored twice: blob and snapshot)",
-            (blocks * bsize) >> 20,
+            free >> 20,
             disk.mountpoint,
             self.images
         ));
@@ -283,10 +347,18 @@ impl Fault for DiskFull {
         let disk = Disk::of(ctx);
         match step {
             "remove-unused-images" => {
+                self.refuse_bad_parameters(step)?;
                 ctx.note(format!("images no pod uses (old releases): {}", self.refs().join(" ")));
                 ctx.run(step, Self::remove_images(ctx, &self.refs())).await.map(drop)
             }
-            "expand-disk" => ctx.run(step, Self::expand(&disk, disk.size_mib + self.expand_mib)).await.map(drop),
+            "expand-disk" => {
+                self.refuse_bad_parameters(step)?;
+                let target = disk.size_mib.checked_add(self.expand_mib).ok_or_else(|| FaultError::Check {
+                    step: step.into(),
+                    message: format!("the disk's {} MiB and expandMiB {} add up to more than any disk has", disk.size_mib, self.expand_mib),
+                })?;
+                ctx.run(step, Self::expand(&disk, target)).await.map(drop)
+            }
             _ => Err(FaultError::UnknownStep { fault: "disk-full", step: step.into() }),
         }
     }
@@ -330,7 +402,7 @@ mod tests {
         // 960 MiB free: four images of 96 MiB.
         for (i, line) in lines[1..5].iter().enumerate() {
             assert!(line.contains("head -c 96M /dev/urandom"), "{line}");
-            assert!(line.contains(&format!("\"RepoTags\":[\"%s\"]")), "{line}");
+            assert!(line.contains("\"RepoTags\":[\"%s\"]"), "{line}");
             assert!(line.contains(&format!(" faultlab.invalid/disk-full/old-release:r{} ", i + 1)), "{line}");
             assert!(line.contains("mktemp -d /var/tmp/faultlab-disk-full.XXXXXX"), "{line}");
             assert!(line.contains("images import image.tar"), "{line}");
@@ -381,5 +453,83 @@ mod tests {
         let k = needs.kubelet_config.unwrap();
         assert_eq!(k["imageGCHighThresholdPercent"], 100);
         assert_eq!(k["evictionHard"]["imagefs.available"], "0%");
+    }
+
+    #[test]
+    fn on_kind_it_says_what_it_writes_to_the_hosts_disk_and_asks_for_that_room() {
+        // 3072 MiB loop file, grown by 512, and one 307 MiB tarball (80 % of 3072 over 4 images, twice).
+        let fault = DiskFull::default();
+        assert_eq!(fault.host_disk_mib(), 3072 + 512 + 307);
+        assert_eq!(fault.kind_needs().host_disk_mib, fault.host_disk_mib());
+        let reach = fault.host_wide_on_kind().expect("disk-full reaches the host on kind");
+        assert!(reach.starts_with("containerd's root is moved onto a 3072 MiB loop file in the node's /var, which is a Docker volume on the host's disk"), "{reach}");
+        assert!(reach.contains("up to 307 MiB") && reach.contains("by 512 MiB") && reach.contains("has 3891 MiB free and 1 GiB to spare"), "{reach}");
+        let bigger = DiskFull { images: 1, expand_mib: 1024 };
+        assert_eq!(bigger.host_disk_mib(), 3072 + 1024 + 1228);
+    }
+
+    fn disk_full(images: u32, expand_mib: u64) -> DiskFull {
+        DiskFull { images, expand_mib }
+    }
+
+    #[rstest::rstest]
+    #[case::defaults(4, 512)]
+    #[case::lowest(1, 64)]
+    #[case::highest(100, 16384)]
+    fn parameters_in_range_pass(#[case] images: u32, #[case] expand_mib: u64) {
+        assert_eq!(disk_full(images, expand_mib).check(), vec![]);
+    }
+
+    #[rstest::rstest]
+    #[case::no_images(0, 512, "images", "0 is out of range: it must be 1 to 100 (how many unused images fill the disk: at least 1")]
+    #[case::too_many_images(101, 512, "images", "101 is out of range: it must be 1 to 100")]
+    #[case::the_issues_images(u32::MAX, 512, "images", "4294967295 is out of range: it must be 1 to 100")]
+    #[case::no_growth(4, 0, "expandMiB", "0 is out of range: it must be 64 to 16384 (the MiB expand-disk adds to the disk: at least 64, as ext4 keeps")]
+    #[case::too_little_growth(4, 63, "expandMiB", "63 is out of range: it must be 64 to 16384")]
+    #[case::too_much_growth(4, 16385, "expandMiB", "16385 is out of range: it must be 64 to 16384")]
+    #[case::growth_u64_max(4, u64::MAX, "expandMiB", "18446744073709551615 is out of range: it must be 64 to 16384")]
+    fn parameters_out_of_range_say_the_range(#[case] images: u32, #[case] expand_mib: u64, #[case] field: &str, #[case] message: &str) {
+        let problems = disk_full(images, expand_mib).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, field);
+        assert!(problems[0].message.starts_with(message), "{}", problems[0].message);
+        assert_eq!(crate::faults::FaultSpec::DiskFull(disk_full(images, expand_mib)).check()[0].field, format!("fault.disk-full.{field}"));
+    }
+
+    #[test]
+    fn sizes_never_overflow_or_allocate_by_the_count() {
+        let huge = disk_full(u32::MAX, u64::MAX);
+        assert_eq!(huge.refs().len(), MAX_IMAGES as usize, "bounded, not 4294967295 strings");
+        assert_eq!(huge.host_disk_mib(), u64::MAX, "saturates");
+        assert!(huge.host_wide_on_kind().is_some());
+        assert_eq!(huge.kind_needs().host_disk_mib, u64::MAX);
+        // 80 % over 4 images stored twice is a tenth, computed without overflowing.
+        assert_eq!(DiskFull::default().layer_mib(u64::MAX), (u64::MAX / 10) >> 20);
+        assert_eq!(disk_full(u32::MAX, 512).layer_mib(960 << 20), 1, "at least 1 MiB");
+    }
+
+    #[tokio::test]
+    async fn out_of_range_parameters_change_nothing_even_unchecked() {
+        let (ctx, fake) = ctx();
+        fake.respond("stat -f -c", out("245760 4096\n"));
+        let err = disk_full(u32::MAX, 512).inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("fill: images: 4294967295 is out of range: it must be 1 to 100"), "{err}");
+        let err = disk_full(0, 512).inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("fill: images: 0 is out of range"), "{err}");
+        for step in ["remove-unused-images", "expand-disk"] {
+            let err = disk_full(4, u64::MAX).fix(step, &ctx).await.unwrap_err();
+            assert!(err.to_string().starts_with(&format!("{step}: expandMiB: 18446744073709551615 is out of range")), "{err}");
+        }
+        assert!(fake.lines().is_empty(), "{:?}", fake.lines());
+        assert!(ctx.journal.snapshot().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_free_space_no_disk_has_is_an_error() {
+        let (ctx, fake) = ctx();
+        fake.respond("stat -f -c", out("18446744073709551615 4096\n"));
+        let err = DiskFull::default().inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().contains("is more than any disk has"), "{err}");
+        assert!(ctx.journal.snapshot().entries.is_empty());
     }
 }

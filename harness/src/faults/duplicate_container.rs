@@ -73,6 +73,16 @@ pub fn foreign<'a>(list: &'a SandboxListJson, pod: &PodRef) -> Vec<&'a SandboxJs
         .collect()
 }
 
+/// The attempt the kubelet's next sandbox of a pod takes, given the pod's own sandboxes: the one after
+/// the latest (0 for none). `None` when the latest is the last number the runtime has (the attempt is
+/// the runtime's number, read from its output: an error, not an overflow).
+pub fn next_attempt<'a>(own: impl IntoIterator<Item = &'a SandboxJson>) -> Option<u32> {
+    match own.into_iter().map(|s| s.metadata.attempt).max() {
+        None => Some(0),
+        Some(a) => a.checked_add(1),
+    }
+}
+
 /// `crictl rmp -f` of the pod's foreign sandboxes, or nothing when there is none.
 pub fn removal(profile: &crate::node::NodeProfile, list: &SandboxListJson, pod: &PodRef) -> Option<Cmd> {
     let ids: Vec<&str> = foreign(list, pod).iter().map(|s| s.id.as_str()).collect();
@@ -155,9 +165,16 @@ impl DuplicateContainer {
 
 #[async_trait]
 impl Fault for DuplicateContainer {
+    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // the duplicate sandbox is made and removed through the node's own containerd (its CRI socket in
+    // the node), so its pause process, cgroup and network namespace are the node container's children.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["remove-duplicate"]
     }
+
+    // `check` and `workload_refs` keep their defaults: the fault has no parameters, and the pod it
+    // duplicates is the workload's target (`workload.target.selector`), which the loader checks.
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let pod = self.pod(ctx, "find-pod").await?;
@@ -169,8 +186,10 @@ impl Fault for DuplicateContainer {
                 message: format!("pod {} has no ready sandbox on node {}", pod.name, ctx.node.name()),
             });
         }
-        // The kubelet's next sandbox takes the attempt after the latest one.
-        let next = own.iter().map(|s| s.metadata.attempt).max().map_or(0, |a| a + 1);
+        let next = next_attempt(own.iter().copied()).ok_or_else(|| FaultError::Check {
+            step: "list-sandboxes".into(),
+            message: format!("pod {}'s latest sandbox is attempt {}: the kubelet has no next attempt to take", pod.name, u32::MAX),
+        })?;
         ctx.undo_on_node(&format!("remove the duplicate sandbox {}", pod.sandbox_name(next)), Self::remove_labelled(ctx, &pod.uid))?;
         let config = duplicate_config(&pod, next);
         ctx.note(format!("take the name {} (the pod's next sandbox) with a sandbox the kubelet did not create: {config}", pod.sandbox_name(next)));
@@ -298,5 +317,23 @@ mod tests {
         assert_eq!(shell_join(&cmd.argv), format!("{CRI} rmp -f dup1"));
         // Already removed: nothing to run.
         assert!(removal(&ctx.node.profile, &SandboxListJson::default(), &pod()).is_none());
+    }
+
+    #[test]
+    fn no_parameters_nothing_to_check() {
+        assert!(DuplicateContainer::default().check().is_empty());
+        assert!(DuplicateContainer::default().workload_refs().is_empty());
+        let unknown: Result<DuplicateContainer, _> = serde_json::from_value(serde_json::json!({"attempt": 1}));
+        assert!(unknown.is_err(), "no parameters at all");
+    }
+
+    #[test]
+    fn the_next_attempt_follows_the_latest_without_overflowing() {
+        let list = parse_list("x", &listing()).unwrap();
+        assert_eq!(next_attempt(&list.items[..1]), Some(1));
+        assert_eq!(next_attempt(&list.items[..0]), Some(0));
+        let mut last = list.items[0].clone();
+        last.metadata.attempt = u32::MAX;
+        assert_eq!(next_attempt([&last]), None, "the runtime's last number: no next, no panic");
     }
 }

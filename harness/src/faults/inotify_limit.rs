@@ -4,11 +4,13 @@
 //! problems", the remote-ckube log says `panic: too many open files`. Fix: 修改
 //! fs.inotify.max_user_instances = 65535.
 //!
-//! The limit is per user and host-wide: pods, kubelet, containerd and the controllers all run as root in
-//! the init user namespace, on kind as on the test bed. So the fault reads the value and the number of
-//! inotify instances root holds on the node, journals the original value first, and sets the limit
-//! just above what is in use (`headroom` more), so the workload's instances fail and the node's daemons
-//! keep theirs (at 2, a kubelet restart dies; testbed notes). Teardown writes the original value back
+//! The limit is per user, and the sysctl is per user namespace: pods, kubelet, containerd and the
+//! controllers all run as root in the init user namespace, on kind as on the test bed, so the limit they
+//! share is the host's (on kind the fault therefore needs `--allow-host-wide`). The fault reads the value
+//! and the number of inotify instances root holds (on kind: every root process of the host, counted from
+//! the host's /proc, where faultlab runs), journals the original value first, and sets the limit just
+//! above what is in use (`headroom` more), so the workload's instances fail and the node's daemons keep
+//! theirs (at 2, a kubelet restart dies; testbed notes). Teardown writes the original value back
 //! whatever happens.
 
 use async_trait::async_trait;
@@ -16,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError};
+use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::Cmd;
 
 pub const SYSCTL: &str = "fs.inotify.max_user_instances";
@@ -28,6 +31,17 @@ fn default_value() -> u64 {
 fn default_headroom() -> u64 {
     2
 }
+
+/// The lowest `value` the fix may set: the kernel's own default for the sysctl. A "fix" below it would
+/// leave root's daemons fewer instances than a freshly booted node gives them (at 2, a kubelet restart
+/// dies; testbed notes), and on kind it is the host's limit.
+pub const MIN_VALUE: u64 = 128;
+
+/// The largest `headroom`: the lowered limit (instances in use plus the headroom) must stay below the
+/// limit the node has, or lowering does not lower it; nodes raise the kernel's 128 to about 1024 at
+/// most before such a fault, and a workload that needs more than 1024 instances is not one that breaks
+/// for want of a few.
+pub const MAX_HEADROOM: u64 = 1024;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -56,9 +70,9 @@ pub fn set(value: u64) -> Cmd {
     Cmd::new(["sysctl".to_string(), "-w".to_string(), format!("{SYSCTL}={value}")])
 }
 
-/// How many inotify instances root's processes hold: their `anon_inode:inotify` descriptors. (On kind
-/// this sees the node container's processes only; root's instances elsewhere on the host are not
-/// counted, which makes the limit lower, never higher, than intended.)
+/// How many inotify instances root's processes on the node hold: their `anon_inode:inotify` descriptors.
+/// (On kind the node container sees its own processes only: there the host is counted instead,
+/// [`count_host_in_use`].)
 pub fn count_in_use() -> Cmd {
     Cmd::shell(
         "n=0; for p in /proc/[0-9]*; do [ \"$(stat -c %u \"$p\" 2>/dev/null)\" = 0 ] || continue; \
@@ -66,14 +80,59 @@ pub fn count_in_use() -> Cmd {
     )
 }
 
+/// How many inotify instances the root processes of this host hold (`anon_inode:inotify` descriptors),
+/// read from `/proc` here: on kind faultlab runs on the host whose limit the fault lowers.
+pub fn count_host_in_use() -> std::io::Result<u64> {
+    count_in_proc(std::path::Path::new("/proc"))
+}
+
+fn count_in_proc(proc: &std::path::Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut n = 0;
+    for entry in std::fs::read_dir(proc)? {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process that ends meanwhile is simply not counted.
+        if entry.metadata().map(|m| m.uid()).ok() != Some(0) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+        n += fds
+            .filter_map(Result::ok)
+            .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:inotify"))
+            .count() as u64;
+    }
+    Ok(n)
+}
+
 fn number(step: &str, text: &str) -> Result<u64, FaultError> {
     text.trim().parse().map_err(|_| FaultError::Check { step: step.into(), message: format!("expected a number, the node printed {:?}", text.trim()) })
 }
 
 impl InotifyLimit {
-    /// The lowered limit: what is in use plus the headroom.
-    pub fn lowered(&self, in_use: u64) -> u64 {
-        in_use + self.headroom
+    /// The lowered limit: what is in use plus the headroom; `None` past what the sysctl takes (2^31-1).
+    pub fn lowered(&self, in_use: u64) -> Option<u64> {
+        in_use.checked_add(self.headroom).filter(|l| *l <= SYSCTL_INT_MAX)
+    }
+
+    /// How many inotify instances root holds where the limit applies: on the node (the test bed's node
+    /// shares the host's processes), or, for a node that is a container (kind), every root process of
+    /// this host, of which the node container's are only some (faultlab runs on the Docker host). A plan
+    /// shows the count with a sample value.
+    async fn in_use(&self, ctx: &Ctx) -> Result<u64, FaultError> {
+        if ctx.node.profile.container.is_none() {
+            let out = ctx.run("count-inotify-instances", count_in_use()).await?;
+            return if ctx.dry_run { Ok(6) } else { number("count-inotify-instances", &out.stdout) };
+        }
+        if ctx.dry_run {
+            ctx.note("count the inotify instances of every root process on this host (/proc/*/fd): the limit is the host's");
+            return Ok(6);
+        }
+        let in_use = count_host_in_use().map_err(|e| FaultError::Check { step: "count-inotify-instances".into(), message: format!("reading this host's /proc: {e}") })?;
+        ctx.note(format!("root's processes on this host hold {in_use} inotify instances"));
+        Ok(in_use)
     }
 }
 
@@ -83,15 +142,51 @@ impl Fault for InotifyLimit {
         &["raise-max-user-instances"]
     }
 
-    /// Count the instances root holds before the workload exists.
+    fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        problems.extend(range(
+            "value",
+            self.value,
+            MIN_VALUE,
+            SYSCTL_INT_MAX,
+            &format!("the limit the fix sets: {SYSCTL} takes at most 2^31-1, and below the kernel's default of {MIN_VALUE} the node's daemons would be short of inotify instances"),
+        ));
+        problems.extend(range(
+            "headroom",
+            self.headroom,
+            1,
+            MAX_HEADROOM,
+            "instances left free above those root holds: at least 1 so the node's daemons can still make one, and at most 1024, \
+             since in-use plus headroom must stay below the node's current limit for the fault to lower it",
+        ));
+        if problems.is_empty() && self.headroom >= self.value {
+            problems.push(Problem::new(
+                "headroom",
+                format!(
+                    "{} is not below value ({}): the fault lowers the limit to the instances in use plus headroom, and the fix must raise it above that, so headroom must be less than value",
+                    self.headroom, self.value
+                ),
+            ));
+        }
+        problems
+    }
+
+    fn host_wide_on_kind(&self) -> Option<String> {
+        Some(format!(
+            "{SYSCTL} is a limit per user namespace, and a kind node runs in the host's: lowering it lowers it for every \
+             root process on the host (faultlab counts root's instances on the host, where it runs, and restores the value at teardown)"
+        ))
+    }
+
+    /// Count the instances root holds before the workload exists (on kind: on the host, see `in_use`).
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let out = ctx.run("count-inotify-instances", count_in_use()).await?;
-        let in_use = if ctx.dry_run { 6 } else { number("count-inotify-instances", &out.stdout)? };
+        let in_use = self.in_use(ctx).await?;
         *self.baseline.lock().unwrap() = Some(in_use);
         Ok(())
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        self.refuse_bad_parameters("lower-limit")?;
         let out = ctx.run("read-limit", Cmd::new(["cat", PROC_PATH])).await?;
         // A plan has no node: show the commands with a sample value.
         let original = if ctx.dry_run { 128 } else { number("read-limit", &out.stdout)? };
@@ -99,16 +194,30 @@ impl Fault for InotifyLimit {
         let counted = *self.baseline.lock().unwrap();
         let in_use = match counted {
             Some(n) => n,
-            None => {
-                let out = ctx.run("count-inotify-instances", count_in_use()).await?;
-                if ctx.dry_run { 6 } else { number("count-inotify-instances", &out.stdout)? }
-            }
+            None => self.in_use(ctx).await?,
         };
-        let lowered = self.lowered(in_use);
+        let Some(lowered) = self.lowered(in_use) else {
+            return Err(FaultError::Check {
+                step: "lower-limit".into(),
+                message: format!(
+                    "root holds {in_use} inotify instances: with headroom {} the limit would be above {SYSCTL_INT_MAX}, the most {SYSCTL} takes",
+                    self.headroom
+                ),
+            });
+        };
         if lowered >= original && !ctx.dry_run {
             return Err(FaultError::Check {
                 step: "lower-limit".into(),
                 message: format!("root holds {in_use} inotify instances and the limit is {original}: lowering it to {lowered} would not lower it"),
+            });
+        }
+        if lowered >= self.value && !ctx.dry_run {
+            return Err(FaultError::Check {
+                step: "lower-limit".into(),
+                message: format!(
+                    "root holds {in_use} inotify instances: the lowered limit {lowered} would not be below value {}, the limit the fix sets, so the fix would not fix it",
+                    self.value
+                ),
             });
         }
         ctx.note(format!("root held {in_use} inotify instances before the workload: lower {SYSCTL} from {original} to {lowered}, so only {} more can be made", self.headroom));
@@ -128,7 +237,10 @@ impl Fault for InotifyLimit {
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
             // Setting the value it has already succeeds: the step is idempotent.
-            "raise-max-user-instances" => ctx.run(step, set(self.value)).await.map(|_| ()),
+            "raise-max-user-instances" => {
+                self.refuse_bad_parameters(step)?;
+                ctx.run(step, set(self.value)).await.map(|_| ())
+            }
             _ => Err(FaultError::UnknownStep { fault: "inotify-limit", step: step.into() }),
         }
     }
@@ -137,6 +249,22 @@ impl Fault for InotifyLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_root_inotify_instances_in_a_proc_tree() {
+        let proc = tempfile::tempdir().unwrap();
+        let me = proc.path().join("42");
+        std::fs::create_dir_all(me.join("fd")).unwrap();
+        std::os::unix::fs::symlink("anon_inode:inotify", me.join("fd/3")).unwrap();
+        std::os::unix::fs::symlink("anon_inode:inotify", me.join("fd/4")).unwrap();
+        std::os::unix::fs::symlink("/dev/null", me.join("fd/0")).unwrap();
+        std::fs::create_dir_all(proc.path().join("self/fd")).unwrap();
+        std::os::unix::fs::symlink("anon_inode:inotify", proc.path().join("self/fd/3")).unwrap();
+        // Tests run as root here (the test bed needs it); as another user nothing is root's.
+        let expected = if unsafe { libc::geteuid() } == 0 { 2 } else { 0 };
+        assert_eq!(count_in_proc(proc.path()).unwrap(), expected, "only numbered entries, only inotify descriptors");
+        assert!(count_in_proc(&proc.path().join("missing")).is_err());
+    }
     use crate::cmd::Output;
     use crate::faults::testing::ctx;
     use crate::journal::Undo;
@@ -161,6 +289,28 @@ mod tests {
         assert!(matches!(&entries[0].undo, Undo::Node { cmd, .. } if cmd.argv == ["sysctl", "-w", "fs.inotify.max_user_instances=128"]));
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+    }
+
+    #[tokio::test]
+    async fn on_kind_root_is_counted_on_the_host_not_in_the_node_container() {
+        let (mut ctx, fake) = ctx();
+        ctx.node.profile.container = Some("faultlab-x-control-plane".into());
+        let fault = InotifyLimit::default();
+        fault.prepare(&ctx).await.unwrap();
+        assert!(fake.lines().is_empty(), "nothing is counted in the node container: {:?}", fake.lines());
+        assert!(fault.baseline.lock().unwrap().is_some());
+        let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(notes.iter().any(|n| n.starts_with("root's processes on this host hold ")), "{notes:?}");
+
+        // A plan says so, with a sample count, and reads nothing.
+        let (mut plan, fake) = super::super::testing::ctx();
+        plan.node.profile.container = Some("faultlab-x-control-plane".into());
+        plan.dry_run = true;
+        let fault = InotifyLimit::default();
+        fault.prepare(&plan).await.unwrap();
+        assert_eq!(*fault.baseline.lock().unwrap(), Some(6));
+        assert!(fake.lines().is_empty());
+        assert!(plan.rec().render().contains("every root process on this host (/proc/*/fd): the limit is the host's"));
     }
 
     #[tokio::test]
@@ -199,5 +349,70 @@ mod tests {
         assert!(InotifyLimit::default().verify_injected(&ctx).await.is_err());
         fake.respond("cat /proc/sys", out("8\n"));
         InotifyLimit::default().verify_injected(&ctx).await.unwrap();
+    }
+
+    fn limit(value: u64, headroom: u64) -> InotifyLimit {
+        InotifyLimit { value, headroom, ..Default::default() }
+    }
+
+    #[rstest::rstest]
+    #[case::defaults(65535, 2)]
+    #[case::lowest(128, 1)]
+    #[case::highest(2147483647, 1024)]
+    #[case::headroom_just_below_value(1024, 1023)]
+    fn parameters_in_range_pass(#[case] value: u64, #[case] headroom: u64) {
+        assert_eq!(limit(value, headroom).check(), vec![]);
+    }
+
+    #[rstest::rstest]
+    #[case::value_zero(0, 2, "value", "0 is out of range: it must be 128 to 2147483647 (the limit the fix sets: fs.inotify.max_user_instances takes at most 2^31-1")]
+    #[case::value_below_default(127, 2, "value", "127 is out of range: it must be 128 to 2147483647")]
+    #[case::value_above_int(2147483648, 2, "value", "2147483648 is out of range: it must be 128 to 2147483647")]
+    #[case::value_u64_max(u64::MAX, 2, "value", "18446744073709551615 is out of range: it must be 128 to 2147483647")]
+    #[case::headroom_zero(65535, 0, "headroom", "0 is out of range: it must be 1 to 1024 (instances left free above those root holds: at least 1")]
+    #[case::headroom_u64_max(65535, u64::MAX, "headroom", "18446744073709551615 is out of range: it must be 1 to 1024")]
+    #[case::headroom_not_below_value(200, 200, "headroom", "200 is not below value (200): the fault lowers the limit to the instances in use plus headroom")]
+    fn parameters_out_of_range_say_the_range(#[case] value: u64, #[case] headroom: u64, #[case] field: &str, #[case] message: &str) {
+        let problems = limit(value, headroom).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, field);
+        assert!(problems[0].message.starts_with(message), "{}", problems[0].message);
+        // Under the scenario's fault, at the YAML field's path.
+        let spec = crate::faults::FaultSpec::InotifyLimit(limit(value, headroom));
+        assert_eq!(spec.check()[0].field, format!("fault.inotify-limit.{field}"));
+    }
+
+    #[test]
+    fn lowering_never_overflows() {
+        assert_eq!(limit(65535, 2).lowered(6), Some(8));
+        assert_eq!(limit(65535, u64::MAX).lowered(6), None, "past u64");
+        assert_eq!(limit(65535, SYSCTL_INT_MAX).lowered(1), None, "past what the sysctl takes");
+        assert_eq!(limit(65535, 1).lowered(SYSCTL_INT_MAX - 1), Some(SYSCTL_INT_MAX));
+    }
+
+    #[tokio::test]
+    async fn out_of_range_parameters_change_nothing_even_unchecked() {
+        // The issue's headroom: a panic at the addition before; now an error before any command.
+        let (ctx, fake) = ctx();
+        fake.respond("cat /proc/sys", out("128\n"));
+        fake.respond("anon_inode:inotify", out("6\n"));
+        let err = limit(65535, u64::MAX).inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("lower-limit: headroom: 18446744073709551615 is out of range"), "{err}");
+        assert!(fake.lines().is_empty(), "{:?}", fake.lines());
+        assert!(ctx.journal.snapshot().entries.is_empty());
+        // A fix that would set 0 (no inotify at all for root, on kind the host's root) is refused too.
+        let err = limit(0, 2).fix("raise-max-user-instances", &ctx).await.unwrap_err();
+        assert!(err.to_string().contains("value: 0 is out of range"), "{err}");
+        assert!(fake.lines().is_empty());
+    }
+
+    #[tokio::test]
+    async fn refuses_a_lowered_limit_the_fix_would_not_raise() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat /proc/sys", out("8192\n"));
+        fake.respond("anon_inode:inotify", out("300\n"));
+        let err = limit(200, 2).inject(&ctx).await.unwrap_err();
+        assert!(err.to_string().contains("the lowered limit 302 would not be below value 200"), "{err}");
+        assert!(!fake.lines().iter().any(|l| l.contains("sysctl -w")), "nothing set: {:?}", fake.lines());
     }
 }

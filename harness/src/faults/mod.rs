@@ -2,7 +2,9 @@
 //!
 //! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
 //! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
-//! `verify_injected` and `fix_steps` have defaults. Then add one line to [`faults!`] below, and the
+//! `verify_injected`, `kind_needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
+//! past the node container into the host says how in `host_wide_on_kind`, and one that does not says
+//! why in a comment. Then add one line to [`faults!`] below, and the
 //! scenario format, the schema and the CLI know it.
 
 use async_trait::async_trait;
@@ -10,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::check::Problem;
 use crate::cmd::{Cmd, CmdError, Output};
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
@@ -33,13 +36,14 @@ pub enum FaultError {
     Node {
         step: String,
         #[source]
-        source: CmdError,
+        source: Box<CmdError>,
     },
     #[error("{step}: {source}")]
     Api {
         step: String,
+        // Boxed, as the command's error is: every step's result carries this type.
         #[source]
-        source: KubeError,
+        source: Box<KubeError>,
     },
     #[error("recording the undo failed, so the fault was not injected: {0}")]
     Journal(#[from] JournalError),
@@ -74,13 +78,13 @@ impl Ctx {
     /// Run a command on the node; failure is an error naming `step`.
     pub async fn run(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
         self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
-        self.node.run(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source })
+        self.node.run(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
     }
 
     /// Run a command on the node and return its output whatever its exit status.
     pub async fn probe(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
         self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
-        self.node.probe(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source })
+        self.node.probe(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
     }
 
     /// Record, before the change, a node command that undoes it.
@@ -109,12 +113,22 @@ impl Ctx {
         self.kube
             .delete_pods(&self.namespace, &self.target.selector)
             .await
-            .map_err(|source| FaultError::Api { step: step.into(), source })
+            .map_err(|source| FaultError::Api { step: step.into(), source: Box::new(source) })
     }
 
     pub fn api_err(step: &str) -> impl FnOnce(KubeError) -> FaultError + '_ {
-        move |source| FaultError::Api { step: step.into(), source }
+        move |source| FaultError::Api { step: step.into(), source: Box::new(source) }
     }
+}
+
+/// An object a fault acts on, which the workload's manifests must create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadRef {
+    /// The fault parameter that names it (`configMap`), or empty if the fault picks it itself.
+    pub field: &'static str,
+    /// Its kind (`ConfigMap`).
+    pub kind: &'static str,
+    pub name: String,
 }
 
 /// A documented fault.
@@ -122,6 +136,31 @@ impl Ctx {
 pub trait Fault: Send + Sync {
     /// The fix steps this fault offers, in the document's order. Scenario `fix[].step` names them.
     fn fix_steps(&self) -> &'static [&'static str];
+
+    /// Check the fault's parameters before anything runs: each out of its real range (kernel limits,
+    /// CPU counts, quantities) is a [`Problem`] at the parameter's field name (`headroom`), which the
+    /// scenario loader places under `fault.<name>` and locates in the file. Default: nothing to check.
+    fn check(&self) -> Vec<Problem> {
+        Vec::new()
+    }
+
+    /// The parameters' problems as the error of `step`: a run refuses what [`Fault::check`] refuses,
+    /// so a fault built without the loader (a test, a library user) cannot write a value the node,
+    /// the kernel or the API cannot take. Faults call it first in each step that uses a parameter.
+    fn refuse_bad_parameters(&self, step: &str) -> Result<(), FaultError> {
+        let problems = self.check();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        Err(FaultError::Check { step: step.into(), message })
+    }
+
+    /// Objects the fault acts on that the scenario's workload must create (the ConfigMap it deletes):
+    /// the loader checks that the workload's manifests have them. Default: none.
+    fn workload_refs(&self) -> Vec<WorkloadRef> {
+        Vec::new()
+    }
 
     /// What a kind cluster needs for this fault (default: nothing special).
     fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
@@ -145,6 +184,15 @@ pub trait Fault: Send + Sync {
     /// beyond the recovery gates). `faultlab check` uses it to tell a real fix from a workaround.
     async fn verify_fixed(&self, _ctx: &Ctx) -> Result<(), FaultError> {
         Ok(())
+    }
+
+    /// On kind, does this fault reach past the node container, and how? A kind node shares the host's
+    /// kernel and, without user namespaces, its init user namespace: a per-user-namespace sysctl is the
+    /// host's own, a file the node writes lands on the host's disk. Such a fault runs on kind only with
+    /// `--allow-host-wide`; `show` and `plan` say so. Default: it stays within the node container (its
+    /// files, processes and network namespace, and the cluster's API).
+    fn host_wide_on_kind(&self) -> Option<String> {
+        None
     }
 
     /// Does the fault act on the node (so one training session at a time per node)? Default: yes.
@@ -178,6 +226,12 @@ macro_rules! faults {
 
             pub fn fix_steps(&self) -> &'static [&'static str] {
                 self.fault().fix_steps()
+            }
+
+            /// The fault's parameter problems, at `fault.<name>.<parameter>`.
+            pub fn check(&self) -> Vec<Problem> {
+                let parent = format!("fault.{}", self.name());
+                self.fault().check().into_iter().map(|p| p.under(&parent)).collect()
             }
         }
     };

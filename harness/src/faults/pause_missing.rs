@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError};
+use crate::check::Problem;
 use crate::cmd::Cmd;
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
@@ -25,8 +26,37 @@ pub struct PauseMissing {
     pub package: Option<String>,
 }
 
+/// Why `package` cannot be the node package's path, if it cannot. `prepare` writes the package there
+/// when no file is, and the fix unpacks it with `tar -xzvf` from another directory, so it must be an
+/// absolute path to a gzip tarball (`.tgz`, `.tar.gz`), without `..`, control characters or NUL, and
+/// within the kernel's 4096-byte path limit.
+fn package_problem(package: &str) -> Option<String> {
+    let why = if package.trim().is_empty() {
+        "it is empty"
+    } else if !package.starts_with('/') {
+        "it is not an absolute path (the fix unpacks it from its own work directory)"
+    } else if package.len() > 4095 {
+        "it is longer than the kernel's path limit of 4095 bytes"
+    } else if package.chars().any(char::is_control) {
+        "it has a control character"
+    } else if package.split('/').any(|part| part == "..") {
+        "it has a '..' part"
+    } else if !(package.ends_with(".tgz") || package.ends_with(".tar.gz")) {
+        "it does not end in .tgz or .tar.gz (the fix unpacks it with tar -xzvf, a gzip tarball)"
+    } else {
+        return None;
+    };
+    // A path too long to be one is shown by its start only.
+    let shown = if package.chars().count() > 100 { format!("{:?}... ({} bytes)", package.chars().take(60).collect::<String>(), package.len()) } else { format!("{package:?}") };
+    Some(format!(
+        "{shown} is not a usable node package path: {why}; it must be an absolute path on the node to a gzip tarball \
+         (.tgz or .tar.gz), which prepare makes from the node's sandbox image if it is not there"
+    ))
+}
+
 impl PauseMissing {
     fn package(&self, ctx: &Ctx) -> Result<String, FaultError> {
+        self.refuse_bad_parameters("node-package")?;
         self.package.clone().or_else(|| ctx.node.profile.node_package.clone()).ok_or_else(|| FaultError::Check {
             step: "node-package".into(),
             message: format!("node {} has no nodePackage in its profile and the scenario names none", ctx.node.name()),
@@ -54,8 +84,18 @@ impl PauseMissing {
 
 #[async_trait]
 impl Fault for PauseMissing {
+    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // it tags, exports and deletes images in the node's own containerd (`ctr` in the node), and the
+    // node package it makes is one small tarball in the node's /opt. Nothing of the host's is named.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["unpack-node-package", "import-image"]
+    }
+
+    /// The package path, if the scenario names one (else the node profile's). The sandbox image is the
+    /// node's own (its containerd configuration), not a parameter.
+    fn check(&self) -> Vec<Problem> {
+        self.package.as_deref().and_then(package_problem).map(|m| Problem::new("package", m)).into_iter().collect()
     }
 
     /// On kind a deleted sandbox image would simply be pulled again. As the documented `cce-pause:3.1`
@@ -167,5 +207,45 @@ mod tests {
         let (ctx, fake) = ctx();
         fake.respond("images ls -q", crate::cmd::Output { status: 0, stdout: "faultlab.invalid/cce-pause:3.1\n".into(), stderr: String::new() });
         assert!(PauseMissing::default().verify_injected(&ctx).await.is_err());
+    }
+
+    fn fault(package: &str) -> PauseMissing {
+        PauseMissing { package: Some(package.into()) }
+    }
+
+    #[rstest::rstest]
+    #[case::the_documents("/opt/cloud/cce/package/node-package/pause-3.1.tgz")]
+    #[case::tar_gz("/var/tmp/node package.tar.gz")]
+    fn package_paths_that_pass(#[case] package: &str) {
+        assert_eq!(fault(package).check(), vec![]);
+        assert_eq!(PauseMissing::default().check(), vec![], "none named: the profile's");
+    }
+
+    #[rstest::rstest]
+    #[case::empty("", "it is empty")]
+    #[case::relative("node-package/pause.tgz", "it is not an absolute path")]
+    #[case::parent("/opt/../etc/cron.d/x.tgz", "it has a '..' part")]
+    #[case::newline("/opt/pause.tgz\nrm -rf /", "it has a control character")]
+    #[case::not_gzip("/etc/passwd", "it does not end in .tgz or .tar.gz")]
+    #[case::too_long(&format!("/{}.tgz", "a".repeat(4096)), "it is longer than the kernel's path limit of 4095 bytes")]
+    fn bad_package_paths_are_problems_at_package(#[case] package: &str, #[case] why: &str) {
+        let problems = fault(package).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, "package");
+        assert!(problems[0].message.contains(&format!("is not a usable node package path: {why}")), "{}", problems[0].message);
+        assert!(problems[0].message.contains("it must be an absolute path on the node to a gzip tarball (.tgz or .tar.gz)"), "{}", problems[0].message);
+        assert!(problems[0].message.len() < 600, "a long path is shown by its start: {}", problems[0].message.len());
+        assert_eq!(crate::faults::FaultSpec::PauseMissing(fault(package)).check()[0].field, "fault.pause-missing.package");
+    }
+
+    #[tokio::test]
+    async fn a_bad_package_path_is_never_written_or_unpacked() {
+        let (ctx, fake) = ctx();
+        let bad = fault("/etc/passwd");
+        assert!(bad.prepare(&ctx).await.unwrap_err().to_string().starts_with("node-package: package: \"/etc/passwd\" is not a usable"));
+        assert!(bad.inject(&ctx).await.is_err());
+        assert!(bad.fix("unpack-node-package", &ctx).await.is_err());
+        assert!(fake.lines().is_empty(), "{:?}", fake.lines());
+        assert!(ctx.journal.snapshot().entries.is_empty());
     }
 }

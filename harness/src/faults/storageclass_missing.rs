@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Ctx, Fault, FaultError};
+use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
 
 /// The annotation that makes a class the default one new claims get.
@@ -32,6 +33,30 @@ fn default_class() -> String {
 
 fn default_capacity() -> String {
     "1Gi".into()
+}
+
+/// The largest capacity, in bytes (1 PiB): the volume is a directory on one node's disk.
+pub const MAX_CAPACITY_BYTES: u128 = 1 << 50;
+
+/// The volume's capacity: a Kubernetes quantity of whole bytes, from 1 byte to 1 PiB, without spaces
+/// around it (it goes into the PersistentVolume as written).
+fn check_capacity(field: &str, value: &str) -> Option<Problem> {
+    if value.trim() != value {
+        return Some(Problem::new(field, format!("{value:?} has spaces around it: it goes into the PersistentVolume's capacity as written (for example 1Gi)")));
+    }
+    let milli = match quantity_milli(field, value) {
+        Ok(m) => m,
+        Err(problem) => return Some(problem),
+    };
+    let why = "the capacity of the static volume the fix makes for the claim: more than zero and a whole number of bytes, and at most 1Pi, \
+               as the volume is a directory on one node's disk; it must also be at least what the claim requests";
+    if milli == 0 || milli > MAX_CAPACITY_BYTES * 1000 {
+        return Some(Problem::new(field, format!("{value:?} is out of range: it must be 1 to 1Pi bytes ({why})")));
+    }
+    if milli % 1000 != 0 {
+        return Some(Problem::new(field, format!("{value:?} is not a whole number of bytes: it must be 1 to 1Pi bytes ({why})")));
+    }
+    None
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +123,11 @@ impl StorageclassMissing {
 
     /// A hostPath volume of the local class, on the run's directory on the node.
     pub fn local_volume(&self, ctx: &Ctx) -> Value {
+        self.static_volume(ctx, &self.storage_class)
+    }
+
+    /// A hostPath volume of class `class`, on the run's directory on the node.
+    pub fn static_volume(&self, ctx: &Ctx, class: &str) -> Value {
         json!({
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -106,7 +136,7 @@ impl StorageclassMissing {
                 "capacity": {"storage": self.capacity},
                 "accessModes": ["ReadWriteOnce"],
                 "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": self.storage_class,
+                "storageClassName": class,
                 "hostPath": {"path": Self::volume_dir(ctx), "type": "Directory"},
             },
         })
@@ -122,35 +152,82 @@ impl StorageclassMissing {
     async fn deploy_class(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         let saved = self.saved.lock().unwrap().clone();
         if !saved.is_empty() {
-            // The cluster's own classes (kind: `standard`, rancher local-path): deploying them again is
-            // the document's "deploy localPath". Their provisioner is still running.
-            for sc in saved {
-                ctx.kube.create_object(None, sc).await.map_err(Ctx::api_err(step))?;
+            // The cluster's own classes (kindest/node: `standard`, rancher local-path): deploying them
+            // again is the document's "deploy localPath". Their provisioner is still running.
+            for sc in &saved {
+                ctx.kube.create_object(None, sc.clone()).await.map_err(Ctx::api_err(step))?;
+            }
+            // Classes that provision nothing (faultlab's own kind node image ships a `standard` of
+            // `kubernetes.io/no-provisioner`) bind only volumes made by hand: make one for the default.
+            if let Some(class) = Self::static_only_default(&saved) {
+                Self::journal_static_volume(ctx)?;
+                self.make_static_volume(step, ctx, &class).await?;
             }
             return Ok(());
         }
         // Nothing provisions here: a local class and a static volume on the node. Undo first.
-        let dir = Self::volume_dir(ctx);
-        ctx.undo_on_node(&format!("remove the volume directory {dir}"), Cmd::new(["rm", "-rf", dir.as_str()]))?;
-        ctx.undo_by_deleting("v1", "PersistentVolume", &Self::volume_name(ctx))?;
+        Self::journal_static_volume(ctx)?;
         ctx.undo_by_deleting("storage.k8s.io/v1", "StorageClass", &self.storage_class)?;
-        ctx.run(step, Cmd::new(["mkdir", "-p", dir.as_str()])).await?;
         // Creating what exists already succeeds: the step is idempotent.
         ctx.kube.create_object(None, self.local_class()).await.map_err(Ctx::api_err(step))?;
-        ctx.kube.create_object(None, self.local_volume(ctx)).await.map_err(Ctx::api_err(step))?;
+        self.make_static_volume(step, ctx, &self.storage_class).await
+    }
+
+    /// The name of the class the re-made claim gets (the default one, else the first) when none of
+    /// `classes` provisions volumes; `None` when one does.
+    fn static_only_default(classes: &[Value]) -> Option<String> {
+        let provisions = |c: &Value| c["provisioner"].as_str().is_some_and(|p| p != "kubernetes.io/no-provisioner");
+        if classes.iter().any(provisions) {
+            return None;
+        }
+        let is_default = |c: &&Value| c["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION].as_str() == Some("true");
+        classes.iter().find(is_default).or(classes.first()).and_then(|c| c["metadata"]["name"].as_str()).map(str::to_owned)
+    }
+
+    /// Journal the removal of the static volume and its directory, before either is made.
+    fn journal_static_volume(ctx: &Ctx) -> Result<(), FaultError> {
+        let dir = Self::volume_dir(ctx);
+        ctx.undo_on_node(&format!("remove the volume directory {dir}"), Cmd::new(["rm", "-rf", dir.as_str()]))?;
+        ctx.undo_by_deleting("v1", "PersistentVolume", &Self::volume_name(ctx))
+    }
+
+    /// A static hostPath volume of `class` on a directory made on the node (journalled already).
+    async fn make_static_volume(&self, step: &str, ctx: &Ctx, class: &str) -> Result<(), FaultError> {
+        let dir = Self::volume_dir(ctx);
+        ctx.run(step, Cmd::new(["mkdir", "-p", dir.as_str()])).await?;
+        ctx.kube.create_object(None, self.static_volume(ctx, class)).await.map_err(Ctx::api_err(step))?;
         Ok(())
     }
 }
 
 #[async_trait]
 impl Fault for StorageclassMissing {
+    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // StorageClasses and the static PersistentVolume go through the API, and the volume's directory is
+    // made in the node container's /var, where kind keeps every pod's volumes anyway (the kubelet mounts
+    // it into the pod there); no host path is named.
+
     fn fix_steps(&self) -> &'static [&'static str] {
         &["deploy-storageclass", "delete-pending-pvc", "restart-pod"]
+    }
+
+    /// The class is a Kubernetes object name (a DNS-1123 subdomain) and the capacity a positive
+    /// quantity of bytes. (The claim it watches is the workload's `target.claim`, which the loader
+    /// checks against the manifests: the fault itself names no object the workload makes.)
+    fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        problems.extend(
+            dns_subdomain("storageClass", &self.storage_class)
+                .map(|p| Problem::new(p.field, format!("{}; it names the StorageClass the fix deploys where the cluster has none", p.message))),
+        );
+        problems.extend(check_capacity("capacity", &self.capacity));
+        problems
     }
 
     /// Make "no StorageClass" true before the workload exists: save each class, journal its
     /// re-creation, delete it. (kind ships `standard`; the test bed has none.)
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        self.refuse_bad_parameters("list-storageclasses")?;
         let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("list-storageclasses"))?;
         if ctx.dry_run {
             ctx.note("every StorageClass listed here is saved, journalled for re-creation and deleted; the fix then re-creates those instead of a local class");
@@ -188,7 +265,10 @@ impl Fault for StorageclassMissing {
 
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
-            "deploy-storageclass" => self.deploy_class(step, ctx).await,
+            "deploy-storageclass" => {
+                self.refuse_bad_parameters(step)?;
+                self.deploy_class(step, ctx).await
+            }
             // Deleting a claim that is gone already succeeds. The pending pod is not scheduled, so the
             // claim's protection finalizer lets it go at once.
             "delete-pending-pvc" => {
@@ -207,6 +287,24 @@ impl Fault for StorageclassMissing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_static_volume_goes_with_classes_that_provision_nothing() {
+        let class = |name: &str, provisioner: &str, default: bool| {
+            let mut c = json!({"metadata": {"name": name}, "provisioner": provisioner});
+            if default {
+                c["metadata"]["annotations"] = json!({DEFAULT_CLASS_ANNOTATION: "true"});
+            }
+            c
+        };
+        let local_path = class("standard", "rancher.io/local-path", true);
+        let none_a = class("a", "kubernetes.io/no-provisioner", false);
+        let none_std = class("standard", "kubernetes.io/no-provisioner", true);
+        assert_eq!(StorageclassMissing::static_only_default(std::slice::from_ref(&local_path)), None, "kindest/node's class provisions");
+        assert_eq!(StorageclassMissing::static_only_default(&[none_a.clone(), none_std.clone()]).as_deref(), Some("standard"), "the default");
+        assert_eq!(StorageclassMissing::static_only_default(std::slice::from_ref(&none_a)).as_deref(), Some("a"), "else the first");
+        assert_eq!(StorageclassMissing::static_only_default(&[none_a, local_path]), None);
+    }
     use crate::faults::testing::ctx;
     use crate::journal::Undo;
     use crate::record::Channel;
@@ -289,5 +387,53 @@ mod tests {
         let err = fault.inject(&ctx).await.unwrap_err();
         assert!(err.to_string().contains("workload.target.claim"), "{err}");
         assert!(fault.fix("reboot", &ctx).await.is_err());
+    }
+
+    fn fault(class: &str, capacity: &str) -> StorageclassMissing {
+        StorageclassMissing { storage_class: class.into(), capacity: capacity.into(), ..Default::default() }
+    }
+
+    #[rstest::rstest]
+    #[case::defaults("local-storage", "1Gi")]
+    #[case::dotted("local.storage.example.com", "512Mi")]
+    #[case::one_byte("x", "1")]
+    #[case::a_pebibyte("x", "1Pi")]
+    #[case::decimal_suffix("x", "1.5G")]
+    fn parameters_in_range_pass(#[case] class: &str, #[case] capacity: &str) {
+        assert_eq!(fault(class, capacity).check(), vec![]);
+        assert!(fault(class, capacity).workload_refs().is_empty());
+    }
+
+    #[rstest::rstest]
+    #[case::empty_class("", "1Gi", "storageClass", "\"\" is not a valid Kubernetes object name: it is empty (a DNS-1123 subdomain); it names the StorageClass the fix deploys")]
+    #[case::upper_class("Local", "1Gi", "storageClass", "\"Local\" is not a valid Kubernetes object name: it has a character other than")]
+    #[case::negative("local-storage", "-1Gi", "capacity", "\"-1Gi\" is not a Kubernetes quantity (a non-negative number")]
+    #[case::zero("local-storage", "0", "capacity", "\"0\" is out of range: it must be 1 to 1Pi bytes (the capacity of the static volume the fix makes for the claim")]
+    #[case::zero_gi("local-storage", "0Gi", "capacity", "\"0Gi\" is out of range: it must be 1 to 1Pi bytes")]
+    #[case::too_big("local-storage", "2Pi", "capacity", "\"2Pi\" is out of range: it must be 1 to 1Pi bytes")]
+    #[case::exa("local-storage", "1E", "capacity", "\"1E\" is out of range")]
+    #[case::milli_bytes("local-storage", "500m", "capacity", "\"500m\" is not a whole number of bytes: it must be 1 to 1Pi bytes")]
+    #[case::words("local-storage", "lots", "capacity", "\"lots\" is not a Kubernetes quantity")]
+    #[case::spaces("local-storage", "1Gi ", "capacity", "\"1Gi \" has spaces around it")]
+    fn parameters_out_of_range_say_the_range(#[case] class: &str, #[case] capacity: &str, #[case] field: &str, #[case] message: &str) {
+        let problems = fault(class, capacity).check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, field);
+        assert!(problems[0].message.starts_with(message), "{}", problems[0].message);
+        assert_eq!(crate::faults::FaultSpec::StorageclassMissing(fault(class, capacity)).check()[0].field, format!("fault.storageclass-missing.{field}"));
+    }
+
+    #[tokio::test]
+    async fn bad_parameters_change_nothing_even_unchecked() {
+        let (mut ctx, fake) = ctx();
+        ctx.target.claim = Some("data-web-0".into());
+        let bad = fault("", "-1Gi");
+        let err = bad.prepare(&ctx).await.unwrap_err();
+        assert!(err.to_string().starts_with("list-storageclasses: storageClass: \"\" is not a valid Kubernetes object name"), "{err}");
+        assert!(err.to_string().contains("; capacity: \"-1Gi\" is not a Kubernetes quantity"), "{err}");
+        assert!(bad.fix("deploy-storageclass", &ctx).await.is_err());
+        assert!(api(&ctx).is_empty(), "{:?}", api(&ctx));
+        assert!(fake.lines().is_empty());
+        assert!(ctx.journal.snapshot().entries.is_empty());
     }
 }

@@ -5,15 +5,22 @@
 //! is deleted whatever happened, unless `--keep`. Node commands go through `docker exec`, each with a
 //! `timeout` inside the node. The run's directory holds an `owner` file with faultlab's pid, so that
 //! `faultlab cleanup` leaves the clusters of live runs alone.
+//!
+//! The node image is the one pinned in the config or `--node-image`; before `kind create` its labels
+//! (`docker image inspect`) say which images and CRI client it holds ([`NodeImage`]). After create,
+//! the nodes' `status.nodeInfo`, read through the API, names the platform ([`platform_from_nodes`]).
+//! A fault's room on the host's disk is checked under Docker's root before anything is created.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, NodeSystemInfo};
 use serde_json::{json, Value};
 
 use super::{Cluster, Ownership, Provider, ProviderError};
 use crate::cmd::{self, Cmd};
+use crate::kube_ops::Kube;
 use crate::node::{ContainerdProfile, ImageSet, KubeletProfile, NodeProfile};
 use crate::record::{Channel, Recorder};
 
@@ -21,9 +28,9 @@ use crate::record::{Channel, Recorder};
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 /// Every cluster faultlab creates is named with this prefix.
 pub const NAME_PREFIX: &str = "faultlab-";
-/// The container runtime of the pinned node image (kindest/node v1.31.2 for kind v0.25.0 ships
-/// containerd 1.7); part of the platform name that picks the snapshot directory.
-pub const RUNTIME: &str = "containerd-1.7";
+/// Labels by which a node image describes itself to faultlab (`docker image inspect`).
+pub const IMAGE_LABEL_PREFIX: &str = "dev.faultlab.image.";
+pub const CRICTL_LABEL: &str = "dev.faultlab.crictl";
 
 /// CPU architectures kind nodes come in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -80,6 +87,44 @@ pub struct KindNeeds {
     pub node_bootstrap: Vec<Cmd>,
     /// The sandbox image the node will be configured with, if the scenario changes it.
     pub sandbox_image: Option<String>,
+    /// Room the fault takes on the host's disk, in MiB, under Docker's root (a loop file in a node's
+    /// volume): checked before the cluster is created.
+    pub host_disk_mib: u64,
+}
+
+/// `docker info --format '{{.DockerRootDir}}'`: where Docker keeps volumes, on the host.
+pub fn docker_root_argv() -> Vec<String> {
+    ["docker", "info", "--format", "{{.DockerRootDir}}"].map(String::from).to_vec()
+}
+
+/// Room a host must keep free beyond what a fault writes to its disk, in MiB.
+pub const HOST_DISK_SPARE_MIB: u64 = 1024;
+
+/// Whether `free` MiB under Docker's root `root` hold `need` MiB and [`HOST_DISK_SPARE_MIB`] more: a
+/// note saying so, or the refusal.
+pub fn host_room(root: &Path, free: u64, need: u64) -> Result<String, ProviderError> {
+    let want = need.saturating_add(HOST_DISK_SPARE_MIB);
+    if free < want {
+        return Err(ProviderError::HostDisk {
+            message: format!(
+                "the fault writes up to {need} MiB under Docker's root {}, whose file system has {free} MiB free (it needs {want} MiB, with {HOST_DISK_SPARE_MIB} MiB to spare); nothing was created",
+                root.display()
+            ),
+        });
+    }
+    Ok(format!("Docker's root {} has {free} MiB free; the fault writes up to {need} MiB there", root.display()))
+}
+
+/// Free MiB of the file system holding `path` (for an unprivileged user, as `df` shows them).
+pub fn free_mib(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64) / (1024 * 1024))
 }
 
 pub struct Kind {
@@ -92,6 +137,120 @@ pub struct Kind {
     pub logs_dir: PathBuf,
     pub keep: bool,
     pub needs: KindNeeds,
+    /// `--node-image`: every node runs this image instead of the one pinned in `kind-configs/<arch>.yaml`.
+    pub node_image: Option<String>,
+    /// What the node image's labels say (read before `kind create`; defaults for kindest/node).
+    pub image_info: std::sync::OnceLock<NodeImage>,
+}
+
+/// What a node image says of itself in its labels: the images it holds by role (`dev.faultlab.image.<role>`,
+/// `pause` being the sandbox image) and its CRI client when that is not `crictl` (`dev.faultlab.crictl`).
+/// An image without such labels is taken to be kindest/node, which pulls what it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeImage {
+    pub images: std::collections::BTreeMap<String, String>,
+    pub crictl: Option<String>,
+}
+
+impl NodeImage {
+    /// Decode `docker image inspect --format '{{json .Config.Labels}}'` output. Labels outside
+    /// `dev.faultlab.` are ignored; an unknown `dev.faultlab.` label or an empty value is an error.
+    pub fn from_labels_json(image: &str, text: &str) -> Result<NodeImage, ProviderError> {
+        let bad = |message: String| ProviderError::NodeImageLabels { image: image.into(), message };
+        let value: Value = serde_json::from_str(text.trim()).map_err(|e| bad(format!("cannot decode the labels {:?}: {e}", text.trim())))?;
+        let mut info = NodeImage::default();
+        let Some(labels) = value.as_object() else {
+            return Ok(info); // `null`: no labels at all
+        };
+        for (key, v) in labels {
+            if !key.starts_with("dev.faultlab.") {
+                continue;
+            }
+            let v = v.as_str().unwrap_or_default().trim();
+            if v.is_empty() {
+                return Err(bad(format!("label {key} is empty")));
+            }
+            if key == CRICTL_LABEL {
+                info.crictl = Some(v.to_string());
+            } else if let Some(role) = key.strip_prefix(IMAGE_LABEL_PREFIX).filter(|r| !r.is_empty() && !r.contains('.')) {
+                info.images.insert(role.to_string(), v.to_string());
+            } else {
+                return Err(bad(format!("unknown label {key} (known: {IMAGE_LABEL_PREFIX}<role>, {CRICTL_LABEL})")));
+            }
+        }
+        Ok(info)
+    }
+}
+
+/// `docker image inspect --format '{{json .Config.Labels}}' IMAGE`.
+pub fn inspect_labels_argv(image: &str) -> Vec<String> {
+    ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image].map(String::from).to_vec()
+}
+
+/// The platform name of a kind cluster from what its nodes report in `status.nodeInfo`:
+/// `kind-<k8s major.minor>-<runtime>-<runtime major.minor>-<arch>`, e.g. `kind-1.20-containerd-1.6-amd64`
+/// from kubelet `v1.20.2`, runtime `containerd://1.6.20` and architecture `amd64`. Each entry is a node's
+/// name and info. A value that does not read so is an error naming the node and the value; nodes that
+/// report different platforms are an error too (one snapshot directory per run).
+pub fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String, ProviderError> {
+    /// `v1.20.2`, `1.6.20`, `2.0.2-rc.1`, `1.7.0+unknown` -> `1.20`, `1.6`, `2.0`, `1.7`.
+    fn minor(v: &str) -> Option<String> {
+        let v = v.strip_prefix('v').unwrap_or(v);
+        let mut parts = v.split(['.', '-', '+']);
+        let (major, minor) = (parts.next()?, parts.next()?);
+        let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+        (number(major) && number(minor)).then(|| format!("{major}.{minor}"))
+    }
+    let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    let mut names: Vec<String> = Vec::new();
+    for (node, info) in nodes {
+        let bad = |what: &str, value: &str| ProviderError::Platform {
+            message: format!("node {node} reports {what} {value:?}, which does not read as {}", match what {
+                "kubeletVersion" => "v<major>.<minor>[.<patch>]",
+                "containerRuntimeVersion" => "<runtime>://<major>.<minor>[.<patch>]",
+                _ => "a name such as amd64 or arm64",
+            }),
+        };
+        let kubelet = minor(&info.kubelet_version).ok_or_else(|| bad("kubeletVersion", &info.kubelet_version))?;
+        let runtime = &info.container_runtime_version;
+        let (rt, rt_minor) = match runtime.split_once("://") {
+            // A runtime's name as the CRI gives it: `containerd`, `cri-o`.
+            Some((rt, v)) if word(&rt.replace('-', "")) && !rt.starts_with('-') => (rt, minor(v).ok_or_else(|| bad("containerRuntimeVersion", runtime))?),
+            _ => return Err(bad("containerRuntimeVersion", runtime)),
+        };
+        if !word(&info.architecture) {
+            return Err(bad("architecture", &info.architecture));
+        }
+        let name = format!("kind-{kubelet}-{rt}-{rt_minor}-{}", info.architecture);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(ProviderError::Platform { message: "the API lists no nodes".into() }),
+        many => {
+            let each: Vec<String> = nodes.iter().map(|(n, i)| format!("{n}: kubelet {}, {}, {}", i.kubelet_version, i.container_runtime_version, i.architecture)).collect();
+            Err(ProviderError::Platform { message: format!("the nodes are of different platforms ({}): {}", many.join(", "), each.join("; ")) })
+        }
+    }
+}
+
+/// The platform, from every node's `status.nodeInfo` as the API server has it (`GET /api/v1/nodes`
+/// through the run's client): see [`platform_from_nodes`].
+pub async fn platform_from_api(kube: &Kube) -> Result<String, ProviderError> {
+    let nodes: Vec<Node> = kube.list(None, None).await.map_err(|source| ProviderError::NodeInfo { source })?;
+    let infos = nodes
+        .into_iter()
+        .map(|n| {
+            let name = n.metadata.name.unwrap_or_default();
+            match n.status.and_then(|s| s.node_info) {
+                Some(info) => Ok((name, info)),
+                None => Err(ProviderError::Platform { message: format!("node {name} reports no status.nodeInfo") }),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    platform_from_nodes(&infos)
 }
 
 impl Kind {
@@ -121,9 +280,23 @@ impl Kind {
         }
     }
 
-    /// `kind-<minor>-containerd-1.7-<arch>`: the directory under `expectations/` for this cluster.
-    pub fn platform(&self) -> Result<String, ProviderError> {
-        Ok(format!("kind-{}-{RUNTIME}-{}", self.kubernetes_version()?, self.arch.as_str()))
+    /// What a plan names as the platform: the nodes decide it once they run.
+    pub fn planned_platform(&self) -> String {
+        format!("kind-<kubelet minor>-<runtime>-<runtime minor>-{} (from the nodes once they run)", self.arch.as_str())
+    }
+
+    /// The node image: `--node-image`, else the one pinned in `kind-configs/<arch>.yaml`.
+    pub fn image(&self) -> Result<String, ProviderError> {
+        if let Some(i) = &self.node_image {
+            return Ok(i.clone());
+        }
+        let (path, config) = self.base_config()?;
+        config
+            .get("nodes")
+            .and_then(|n| n.as_array())
+            .and_then(|n| n.iter().find_map(|node| node.get("image").and_then(|i| i.as_str())))
+            .map(str::to_owned)
+            .ok_or_else(|| ProviderError::KindConfig { message: format!("{}: no nodes[].image pinned", path.display()) })
     }
 
     /// What `--keep` tells the user.
@@ -151,11 +324,30 @@ impl Kind {
     pub fn compose(&self) -> Result<String, ProviderError> {
         let (_, mut config) = self.base_config()?;
         compose(&mut config, &self.needs);
+        if let Some(image) = &self.node_image {
+            if let Some(nodes) = config.get_mut("nodes").and_then(|n| n.as_array_mut()) {
+                for node in nodes {
+                    if let Some(n) = node.as_object_mut() {
+                        n.insert("image".into(), Value::String(image.clone()));
+                    }
+                }
+            }
+        }
         serde_saphyr::to_string(&config).map_err(|e| ProviderError::KindConfig { message: e.to_string() })
     }
 
-    /// Where a kind node keeps things, as faults need to know.
+    /// Where a kind node keeps things, as faults need to know. Images and the CRI client come from the
+    /// node image's labels; without them, kindest/node's (which pulls busybox from Docker Hub).
     pub fn node_profile(&self, container: &str) -> NodeProfile {
+        let info = self.image_info.get().cloned().unwrap_or_default();
+        let mut images = info.images.clone();
+        let pause = images.remove("pause").unwrap_or_else(|| "registry.k8s.io/pause:3.10".into());
+        let busybox = images.remove("busybox").unwrap_or_else(|| "docker.io/library/busybox:1.36".into());
+        if info.images.is_empty() {
+            // Upstream busybox has the inotifyd applet (the test bed's Debian build has not).
+            images.insert("inotify".to_string(), busybox.clone());
+        }
+        let sandbox = self.needs.sandbox_image.clone().unwrap_or_else(|| pause.clone());
         NodeProfile {
             name: container.to_string(),
             netns: None,
@@ -168,7 +360,7 @@ impl Kind {
                 namespace: "k8s.io".into(),
                 root: "/var/lib/containerd".into(),
                 config: "/etc/containerd/config.toml".into(),
-                sandbox_image: self.needs.sandbox_image.clone().unwrap_or_else(|| "registry.k8s.io/pause:3.10".into()),
+                sandbox_image: sandbox.clone(),
                 restart: vec!["systemctl".into(), "restart".into(), "containerd".into()],
             },
             kubelet: KubeletProfile {
@@ -177,17 +369,59 @@ impl Kind {
                 extra_flags_file: None,
                 restart: vec!["systemctl".into(), "restart".into(), "kubelet".into()],
             },
-            // kindest/node carries crictl, configured by /etc/crictl.yaml.
-            crictl: None,
+            // kindest/node carries crictl, configured by /etc/crictl.yaml; other images say theirs.
+            crictl: info.crictl.map(|c| vec![c]),
             disk: None,
             node_package: Some("/opt/cloud/cce/package/node-package/pause-3.1.tgz".into()),
-            images: ImageSet {
-                pause: self.needs.sandbox_image.clone().unwrap_or_else(|| "registry.k8s.io/pause:3.10".into()),
-                busybox: "docker.io/library/busybox:1.36".into(),
-                // Upstream busybox has the inotifyd applet (the test bed's Debian build has not).
-                more: [("inotify".to_string(), "docker.io/library/busybox:1.36".to_string())].into(),
-            },
+            images: ImageSet { pause: sandbox, busybox, more: images },
         }
+    }
+
+    /// Refuse before creating anything when the host has no room for what the fault writes there:
+    /// ask Docker for its root directory (`docker info`), where the node's volumes live, and read the
+    /// free space of the file system holding it (statvfs, as this user).
+    async fn check_host_disk(&self, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+        let need = self.needs.host_disk_mib;
+        if need == 0 {
+            return Ok(());
+        }
+        let argv = docker_root_argv();
+        if dry_run {
+            rec.push(Channel::Host, cmd::shell_join(&argv));
+            rec.push(Channel::Note, format!("the fault writes up to {need} MiB to the host's disk: Docker's root must have that much free, and {HOST_DISK_SPARE_MIB} MiB more"));
+            return Ok(());
+        }
+        let out = self.host(rec, false, argv, Duration::from_secs(30)).await.map_err(|source| ProviderError::DockerRoot { source })?;
+        let root = PathBuf::from(out.stdout.trim());
+        if !root.is_absolute() {
+            return Err(ProviderError::HostDisk { message: format!("Docker named {:?} as its root directory, which is not an absolute path", out.stdout.trim()) });
+        }
+        let free = free_mib(&root).map_err(|source| ProviderError::FreeSpace { path: root.clone(), source })?;
+        rec.push(Channel::Note, host_room(&root, free, need)?);
+        Ok(())
+    }
+
+    /// Read the node image's labels (`docker image inspect`) into `image_info`. In a plan, or when the
+    /// image is not present locally (kind pulls it), the defaults stand and the plan says so.
+    async fn read_image_labels(&self, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+        let image = self.image()?;
+        let argv = inspect_labels_argv(&image);
+        if dry_run {
+            rec.push(Channel::Host, cmd::shell_join(&argv));
+            rec.push(Channel::Note, format!("node image {image}: its dev.faultlab.* labels name the images and CRI client it holds (kindest/node: none; it pulls)"));
+            return Ok(());
+        }
+        match self.host(rec, false, argv, Duration::from_secs(30)).await {
+            Ok(out) => {
+                let info = NodeImage::from_labels_json(&image, &out.stdout)?;
+                if !info.images.is_empty() || info.crictl.is_some() {
+                    rec.push(Channel::Note, format!("node image {image}: images {:?}, CRI client {}", info.images, info.crictl.as_deref().unwrap_or("crictl")));
+                }
+                let _ = self.image_info.set(info);
+            }
+            Err(e) => rec.push(Channel::Note, format!("node image {image} is not present locally ({}); kind pulls it, and faultlab assumes kindest/node", e.to_string().lines().next().unwrap_or_default())),
+        }
+        Ok(())
     }
 
     async fn host(&self, rec: &Recorder, dry_run: bool, argv: Vec<String>, timeout: Duration) -> Result<cmd::Output, cmd::CmdError> {
@@ -289,15 +523,23 @@ impl Provider for Kind {
 
     async fn create(&self, rec: &Recorder, dry_run: bool) -> Result<Cluster, ProviderError> {
         if !dry_run {
-            Self::require("kind", "kind", "install kind v0.25.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
+            Self::require("kind", "kind", "install kind v0.27.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
             Self::require("docker", "docker", "kind needs Docker")?;
             self.arch.check_runnable()?;
         }
         let config = self.compose()?;
-        let platform = self.platform()?;
+        self.read_image_labels(rec, dry_run).await?;
+        self.check_host_disk(rec, dry_run).await?;
         let config_path = self.workdir.join("kind-config.yaml");
-        rec.push(Channel::Note, format!("kind config {} (from kind-configs/{}.yaml):\n{}", config_path.display(), self.arch.as_str(), indent(&config)));
-        rec.push(Channel::Note, format!("platform {platform}: events are compared with expectations/{platform}/<scenario>.snap"));
+        let origin = match &self.node_image {
+            Some(i) => format!("kind-configs/{}.yaml with --node-image {i}", self.arch.as_str()),
+            None => format!("kind-configs/{}.yaml", self.arch.as_str()),
+        };
+        rec.push(Channel::Note, format!("kind config {} (from {origin}):\n{}", config_path.display(), indent(&config)));
+        if dry_run {
+            let platform = self.planned_platform();
+            rec.push(Channel::Note, format!("platform {platform}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap"));
+        }
         if dry_run {
             if let Err(e) = self.arch.check_runnable() {
                 rec.push(Channel::Note, format!("plan only: {}", e.to_string().trim_start_matches("kind config: ")));
@@ -358,9 +600,18 @@ impl Provider for Kind {
             }
             return Err(if cleanup.is_empty() { err } else { ProviderError::CleanupAfterCreate { source: Box::new(err), errors: cleanup } });
         }
-        cluster.platform = platform;
         cluster.nodes = self.nodes(&cluster, rec, dry_run).await?;
+        // The platform is what the nodes report, asked through the API once the run has a client
+        // (`Provider::platform`); until then a run's cluster has none, and a plan says so.
+        cluster.platform = if dry_run { self.planned_platform() } else { String::new() };
         Ok(cluster)
+    }
+
+    /// What the nodes report through the API server: see [`platform_from_api`].
+    async fn platform(&self, _cluster: &Cluster, kube: &Kube) -> Result<String, ProviderError> {
+        let platform = platform_from_api(kube).await?;
+        kube.recorder().push(Channel::Note, format!("platform {platform} (the nodes' kubelet, runtime and architecture): events are compared with expectations/{platform}/<scenario>.snap"));
+        Ok(platform)
     }
 
     async fn nodes(&self, _cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<Vec<NodeProfile>, ProviderError> {
@@ -401,23 +652,6 @@ impl Provider for Kind {
             let _ = std::fs::remove_dir_all(&self.workdir);
         }
         Ok(())
-    }
-}
-
-impl Kind {
-    /// The Kubernetes minor of the pinned node image (`kindest/node:v1.31.2@sha256:...` gives `1.31`).
-    pub fn kubernetes_version(&self) -> Result<String, ProviderError> {
-        let (path, config) = self.base_config()?;
-        let image = config
-            .get("nodes")
-            .and_then(|n| n.as_array())
-            .and_then(|n| n.iter().find_map(|node| node.get("image").and_then(|i| i.as_str())))
-            .ok_or_else(|| ProviderError::KindConfig { message: format!("{}: no nodes[].image pinned", path.display()) })?;
-        let re = regex::Regex::new(r"kindest/node:v(\d+)\.(\d+)\.\d+@sha256:[0-9a-f]{64}$").expect("valid");
-        let caps = re.captures(image).ok_or_else(|| ProviderError::KindConfig {
-            message: format!("{}: node image {image:?} is not pinned as kindest/node:vX.Y.Z@sha256:<digest>", path.display()),
-        })?;
-        Ok(format!("{}.{}", &caps[1], &caps[2]))
     }
 }
 
@@ -464,6 +698,8 @@ mod tests {
             logs_dir: "/nonexistent/logs/faultlab-t-abcde".into(),
             keep: false,
             needs,
+            node_image: None,
+            image_info: Default::default(),
         }
     }
 
@@ -493,29 +729,147 @@ mod tests {
     }
 
     #[test]
-    fn the_pinned_configs_give_the_platform_and_compose_per_architecture() {
+    fn the_pinned_configs_compose_per_architecture_and_a_node_image_replaces_the_pinned_one() {
         for arch in [Arch::Amd64, Arch::Arm64] {
-            let k = kind(arch, KindNeeds { containerd_config_patches: vec!["# patch".into()], ..Default::default() });
-            assert_eq!(k.kubernetes_version().unwrap(), "1.31");
-            assert_eq!(k.platform().unwrap(), format!("kind-1.31-containerd-1.7-{}", arch.as_str()));
+            let mut k = kind(arch, KindNeeds { containerd_config_patches: vec!["# patch".into()], ..Default::default() });
             let composed: Value = serde_saphyr::from_str(&k.compose().unwrap()).unwrap();
             let (_, base) = k.base_config().unwrap();
             assert_eq!(composed["nodes"], base["nodes"]);
             assert_eq!(composed["containerdConfigPatches"], json!(["# patch"]));
             assert!(base.get("containerdConfigPatches").is_none(), "patches are composed, not in kind-configs/{}.yaml", arch.as_str());
+            assert!(k.image().unwrap().starts_with("kindest/node:v"));
+            k.node_image = Some("faultlab.invalid/kind-node:v1.20.2-abc".into());
+            let composed: Value = serde_saphyr::from_str(&k.compose().unwrap()).unwrap();
+            assert_eq!(composed["nodes"], json!([{"role": "control-plane", "image": "faultlab.invalid/kind-node:v1.20.2-abc"}]));
+            assert_eq!(k.image().unwrap(), "faultlab.invalid/kind-node:v1.20.2-abc");
         }
     }
 
+    fn info(kubelet: &str, runtime: &str, arch: &str) -> NodeSystemInfo {
+        NodeSystemInfo { kubelet_version: kubelet.into(), container_runtime_version: runtime.into(), architecture: arch.into(), ..Default::default() }
+    }
+
+    fn nodes(infos: &[(&str, &str, &str)]) -> Vec<(String, NodeSystemInfo)> {
+        infos.iter().enumerate().map(|(i, (k, r, a))| (format!("node-{i}"), info(k, r, a))).collect()
+    }
+
     #[test]
-    fn an_unpinned_node_image_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("amd64.yaml"), "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  image: kindest/node:v1.31.2\n").unwrap();
-        let mut k = kind(Arch::Amd64, KindNeeds::default());
-        k.configs_dir = dir.path().into();
-        let err = k.platform().unwrap_err().to_string();
-        assert!(err.contains("amd64.yaml") && err.contains("is not pinned as kindest/node:vX.Y.Z@sha256:<digest>"), "{err}");
-        std::fs::remove_file(dir.path().join("amd64.yaml")).unwrap();
-        assert!(k.platform().unwrap_err().to_string().contains("cannot read"));
+    fn the_platform_is_what_the_nodes_report() {
+        // This project's kind node image (ci/kind/), and kindest/node v1.32.2 with containerd 2.0.
+        assert_eq!(platform_from_nodes(&nodes(&[("v1.20.2", "containerd://1.6.20", "amd64")])).unwrap(), "kind-1.20-containerd-1.6-amd64");
+        let two = nodes(&[("v1.32.2", "containerd://2.0.2", "arm64"), ("v1.32.2", "containerd://2.0.2", "arm64")]);
+        assert_eq!(platform_from_nodes(&two).unwrap(), "kind-1.32-containerd-2.0-arm64");
+        // Pre-release and build suffixes, and other runtimes, read the same way.
+        assert_eq!(platform_from_nodes(&nodes(&[("v1.33.0-rc.1+abc", "cri-o://1.33.1", "amd64")])).unwrap(), "kind-1.33-cri-o-1.33-amd64");
+    }
+
+    #[test]
+    fn nodes_that_disagree_or_report_nonsense_are_clear_errors() {
+        let mixed = nodes(&[("v1.32.2", "containerd://2.0.2", "arm64"), ("v1.32.2", "containerd://2.0.2", "amd64")]);
+        let err = platform_from_nodes(&mixed).unwrap_err().to_string();
+        assert!(err.starts_with("cannot tell the cluster's platform: the nodes are of different platforms (kind-1.32-containerd-2.0-arm64, kind-1.32-containerd-2.0-amd64)"), "{err}");
+        assert!(err.contains("node-1: kubelet v1.32.2, containerd://2.0.2, amd64"), "{err}");
+        for ((k, r, a), says) in [
+            (("vX.20", "containerd://1.6.20", "amd64"), r#"node node-0 reports kubeletVersion "vX.20", which does not read as v<major>.<minor>[.<patch>]"#),
+            (("v1", "containerd://1.6.20", "amd64"), r#"kubeletVersion "v1""#),
+            (("", "containerd://1.6.20", "amd64"), r#"kubeletVersion """#),
+            (("v1.20.2", "containerd 1.6.20", "amd64"), r#"containerRuntimeVersion "containerd 1.6.20", which does not read as <runtime>://<major>.<minor>[.<patch>]"#),
+            (("v1.20.2", "containerd://x.y", "amd64"), r#"containerRuntimeVersion "containerd://x.y""#),
+            (("v1.20.2", "://1.6", "amd64"), r#"containerRuntimeVersion "://1.6""#),
+            (("v1.20.2", "containerd://1.6.20", "a/b"), r#"architecture "a/b", which does not read as a name such as amd64 or arm64"#),
+            (("v1.20.2", "containerd://1.6.20", ""), r#"architecture """#),
+        ] {
+            let err = platform_from_nodes(&nodes(&[(k, r, a)])).unwrap_err().to_string();
+            assert!(err.starts_with("cannot tell the cluster's platform: node node-0 reports ") && err.contains(says), "{k} {r} {a}: {err}");
+        }
+        assert_eq!(platform_from_nodes(&[]).unwrap_err().to_string(), "cannot tell the cluster's platform: the API lists no nodes");
+    }
+
+    /// The platform through the kube client: `GET /api/v1/nodes`, answered by a mock API server.
+    #[tokio::test]
+    async fn the_platform_is_asked_of_the_api_server() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        async fn answer(list: Value) -> Result<String, ProviderError> {
+            let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let kube = Kube::new(kube::Client::new(service, "default"), Recorder::default());
+            let server = tokio::spawn(async move {
+                let (req, send) = handle.next_request().await.unwrap();
+                assert_eq!((req.method().as_str(), req.uri().path()), ("GET", "/api/v1/nodes"));
+                send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
+            });
+            let platform = platform_from_api(&kube).await;
+            server.await.unwrap();
+            platform
+        }
+        let node = |name: &str, status: Value| json!({"metadata": {"name": name}, "status": status});
+        let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items});
+        let reported = json!({"nodeInfo": {"kubeletVersion": "v1.20.2", "containerRuntimeVersion": "containerd://1.6.20", "architecture": "amd64",
+            "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "", "kubeProxyVersion": "", "operatingSystem": "linux"}});
+        let one = list(vec![node("faultlab-x-control-plane", reported.clone())]);
+        assert_eq!(answer(one).await.unwrap(), "kind-1.20-containerd-1.6-amd64");
+        let err = answer(list(vec![node("faultlab-x-control-plane", reported), node("faultlab-x-worker", json!({}))])).await.unwrap_err().to_string();
+        assert_eq!(err, "cannot tell the cluster's platform: node faultlab-x-worker reports no status.nodeInfo");
+        let err = answer(list(vec![])).await.unwrap_err().to_string();
+        assert!(err.contains("the API lists no nodes"), "{err}");
+    }
+
+    #[test]
+    fn free_space_of_a_real_file_system_and_the_docker_root_question() {
+        assert!(free_mib(Path::new("/")).unwrap() > 0);
+        assert!(free_mib(Path::new("/nonexistent/faultlab")).is_err());
+        assert_eq!(docker_root_argv(), ["docker", "info", "--format", "{{.DockerRootDir}}"]);
+    }
+
+    #[test]
+    fn the_host_must_hold_what_the_fault_writes_and_a_gib_more() {
+        let root = Path::new("/var/lib/docker");
+        let ok = host_room(root, 3891 + 1024, 3891).unwrap();
+        assert_eq!(ok, "Docker's root /var/lib/docker has 4915 MiB free; the fault writes up to 3891 MiB there");
+        let err = host_room(root, 4914, 3891).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "not enough room on the host's disk: the fault writes up to 3891 MiB under Docker's root /var/lib/docker, whose file system has 4914 MiB free \
+             (it needs 4915 MiB, with 1024 MiB to spare); nothing was created"
+        );
+    }
+
+    #[test]
+    fn node_image_labels_decode_strictly() {
+        let text = r#"{"maintainer":"x","dev.faultlab.image.busybox":"faultlab.invalid/busybox:1.35","dev.faultlab.image.pause":"k8s.gcr.io/pause:3.2","dev.faultlab.image.inotify":"faultlab.invalid/inotify:1","dev.faultlab.crictl":"faultlab-cri"}"#;
+        let info = NodeImage::from_labels_json("img", text).unwrap();
+        assert_eq!(info.crictl.as_deref(), Some("faultlab-cri"));
+        assert_eq!(info.images.len(), 3);
+        assert_eq!(NodeImage::from_labels_json("img", "null\n").unwrap(), NodeImage::default());
+        assert_eq!(NodeImage::from_labels_json("img", r#"{"org.opencontainers.image.title":"kindest/node"}"#).unwrap(), NodeImage::default());
+        for (bad, says) in [
+            (r#"{"dev.faultlab.images.busybox":"x"}"#, "unknown label dev.faultlab.images.busybox"),
+            (r#"{"dev.faultlab.image.":"x"}"#, "unknown label dev.faultlab.image."),
+            (r#"{"dev.faultlab.image.busybox":""}"#, "label dev.faultlab.image.busybox is empty"),
+            ("not json", "cannot decode the labels"),
+        ] {
+            let err = NodeImage::from_labels_json("img", bad).unwrap_err().to_string();
+            assert!(err.starts_with("node image img: ") && err.contains(says), "{bad}: {err}");
+        }
+        assert_eq!(inspect_labels_argv("img"), ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", "img"]);
+    }
+
+    #[test]
+    fn the_node_profile_takes_images_and_crictl_from_the_labels() {
+        let k = kind(Arch::Amd64, KindNeeds::default());
+        let default = k.node_profile("n");
+        assert_eq!(default.images.busybox, "docker.io/library/busybox:1.36");
+        assert_eq!(default.images.more["inotify"], "docker.io/library/busybox:1.36");
+        assert_eq!(default.crictl, None);
+        k.image_info
+            .set(NodeImage::from_labels_json("img", r#"{"dev.faultlab.image.busybox":"b:1","dev.faultlab.image.pause":"p:1","dev.faultlab.image.inotify":"i:1","dev.faultlab.crictl":"faultlab-cri"}"#).unwrap())
+            .unwrap();
+        let p = k.node_profile("n");
+        assert_eq!((p.images.busybox.as_str(), p.images.pause.as_str(), p.images.more["inotify"].as_str()), ("b:1", "p:1", "i:1"));
+        assert_eq!(p.containerd.sandbox_image, "p:1");
+        assert_eq!(p.crictl, Some(vec!["faultlab-cri".to_string()]));
+        let k = kind(Arch::Amd64, KindNeeds { sandbox_image: Some("faultlab.invalid/x:1".into()), ..Default::default() });
+        assert_eq!(k.node_profile("n").containerd.sandbox_image, "faultlab.invalid/x:1");
     }
 
     #[test]
@@ -534,7 +888,7 @@ mod tests {
         let rec = Recorder::default();
         let k = kind(other, KindNeeds { disable_default_cni: true, ..Default::default() });
         let cluster = k.create(&rec, true).await.unwrap();
-        assert_eq!(cluster.platform, format!("kind-1.31-containerd-1.7-{}", other.as_str()));
+        assert!(cluster.platform.starts_with("kind-<kubelet minor>") && cluster.platform.contains(other.as_str()), "{}", cluster.platform);
         assert_eq!(cluster.nodes[0].name, "faultlab-t-abcde-control-plane");
         let plan = rec.render();
         assert!(plan.contains(&format!("plan only: this host is {}", std::env::consts::ARCH)), "{plan}");

@@ -11,6 +11,7 @@ use thiserror::Error;
 
 use crate::cmd::CmdError;
 use crate::datafile::DataFileError;
+use crate::kube_ops::{Kube, KubeError};
 use crate::node::NodeProfile;
 use crate::record::Recorder;
 
@@ -59,6 +60,28 @@ pub enum ProviderError {
     NotConfigured { reason: String },
     #[error("kind config: {message}")]
     KindConfig { message: String },
+    #[error("node image {image}: {message}")]
+    NodeImageLabels { image: String, message: String },
+    #[error("cannot tell the cluster's platform: {message}")]
+    Platform { message: String },
+    #[error("cannot tell the cluster's platform: asking the API for the nodes' info failed: {source}")]
+    NodeInfo {
+        #[source]
+        source: KubeError,
+    },
+    #[error("not enough room on the host's disk: {message}")]
+    HostDisk { message: String },
+    #[error("asking Docker for its root directory (to check the host's free space) failed: {source}")]
+    DockerRoot {
+        #[source]
+        source: CmdError,
+    },
+    #[error("cannot read the free space of {} (Docker's root): {source}", path.display())]
+    FreeSpace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -83,7 +106,8 @@ pub enum Ownership {
 pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub context: String,
-    /// Names the expectations directory, e.g. `k8s-1.20-containerd-1.6`.
+    /// Names the expectations directory, e.g. `k8s-1.20-containerd-1.6`. A kind cluster has none until
+    /// [`Provider::platform`] has asked its nodes (a plan shows what decides it).
     pub platform: String,
     pub nodes: Vec<NodeProfile>,
     pub ownership: Ownership,
@@ -99,6 +123,12 @@ pub trait Provider: Send + Sync {
 
     /// The cluster's nodes, found by label.
     async fn nodes(&self, cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<Vec<NodeProfile>, ProviderError>;
+
+    /// The platform name (the expectations directory), once a client can reach the cluster. Default:
+    /// the one `create` found (the test bed's description names it); kind asks the nodes.
+    async fn platform(&self, cluster: &Cluster, _kube: &Kube) -> Result<String, ProviderError> {
+        Ok(cluster.platform.clone())
+    }
 
     /// Export logs to `dir` (default: nothing to export).
     async fn export_logs(&self, _cluster: &Cluster, _dir: &Path, _rec: &Recorder, _dry_run: bool) -> Result<(), ProviderError> {
