@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::watch;
 
-use crate::scenario::EventGate;
+use crate::gates::EventGate;
 
 #[derive(Debug, Error)]
 pub enum EventsError {

@@ -39,8 +39,19 @@ pub enum JournalError {
     Undo {
         what: String,
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Box<UndoError>,
     },
+}
+
+/// Why one undo could not be carried out.
+#[derive(Debug, Error)]
+pub enum UndoError {
+    #[error(transparent)]
+    Command(#[from] CmdError),
+    #[error(transparent)]
+    Api(#[from] crate::kube_ops::KubeError),
+    #[error("the cluster of context {context:?} is unreachable")]
+    Unreachable { context: String },
 }
 
 /// How to reach the cluster for API undos.
@@ -244,12 +255,12 @@ impl Journal {
             if entry.done {
                 continue;
             }
-            let result: Result<(), Box<dyn std::error::Error + Send + Sync>> = match &entry.undo {
+            let result: Result<(), UndoError> = match &entry.undo {
                 Undo::Node { access, cmd } => {
                     let argv = access.wrap(cmd);
-                    executor.run(&argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into())
+                    executor.run(&argv, cmd, false).await.map(drop).map_err(UndoError::from)
                 }
-                Undo::Host { cmd } => executor.run(&cmd.argv, cmd, false).await.map(|_| ()).map_err(|e: CmdError| e.into()),
+                Undo::Host { cmd } => executor.run(&cmd.argv, cmd, false).await.map(drop).map_err(UndoError::from),
                 Undo::DeleteObject { .. } | Undo::CreateObject { .. } => {
                     if client.is_none() {
                         client = Some(crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await.ok());
@@ -259,7 +270,7 @@ impl Journal {
                             let kube = crate::kube_ops::Kube::new(c, crate::record::Recorder::default());
                             api_undo(&kube, &entry.undo).await
                         }
-                        None => Err(format!("cluster of context {:?} unreachable", cluster.context).into()),
+                        None => Err(UndoError::Unreachable { context: cluster.context.clone() }),
                     }
                 }
             };
@@ -270,7 +281,7 @@ impl Journal {
                         errors.push(e);
                     }
                 }
-                Err(source) => errors.push(JournalError::Undo { what: entry.what.clone(), source }),
+                Err(source) => errors.push(JournalError::Undo { what: entry.what.clone(), source: Box::new(source) }),
             }
         }
         if errors.is_empty() {
@@ -283,14 +294,14 @@ impl Journal {
 }
 
 /// Carry out an API undo (delete or re-create an object) with `kube`.
-async fn api_undo(kube: &crate::kube_ops::Kube, undo: &Undo) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn api_undo(kube: &crate::kube_ops::Kube, undo: &Undo) -> Result<(), UndoError> {
     match undo {
         Undo::DeleteObject { api_version, kind, namespace, name } => {
             let ar = crate::kube_ops::resource(api_version, kind);
-            kube.delete_dynamic(&ar, namespace.as_deref(), name).await.map_err(|e| e.into())
+            Ok(kube.delete_dynamic(&ar, namespace.as_deref(), name).await?)
         }
         Undo::CreateObject { namespace, object } => {
-            kube.create_object(namespace.as_deref(), object.clone()).await.map(|_| ()).map_err(|e| e.into())
+            kube.create_object(namespace.as_deref(), object.clone()).await.map(drop).map_err(UndoError::from)
         }
         Undo::Node { .. } | Undo::Host { .. } => Ok(()),
     }

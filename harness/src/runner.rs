@@ -23,7 +23,7 @@ use crate::wait::{self, WaitError};
 #[derive(Debug, Error)]
 pub enum RunError {
     #[error("setup: {0}")]
-    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Setup(#[source] FaultError),
     #[error("the node is not ready for a workload: {0}")]
     NodeNotReady(#[source] WaitError),
     #[error("workload not ready before the fault: {0}")]
@@ -33,7 +33,9 @@ pub enum RunError {
     #[error("recording events: {0}")]
     Events(#[source] crate::events::EventsError),
     #[error("symptom not seen: {0}")]
-    Symptom(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Symptom(#[source] WaitError),
+    #[error("symptom not seen: {0}")]
+    SymptomEvents(#[source] crate::events::EventsError),
     #[error("fix step {step:?}: {source}")]
     Fix {
         step: String,
@@ -90,23 +92,6 @@ impl Timings {
     }
 }
 
-/// A random lowercase suffix for names.
-pub fn random_suffix(len: usize) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut seed = {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        t.as_nanos() as u64 ^ ((std::process::id() as u64) << 32)
-    };
-    (0..len)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            ALPHABET[(seed % ALPHABET.len() as u64) as usize] as char
-        })
-        .collect()
-}
-
 /// One scenario's run on one cluster and node.
 pub struct Run {
     pub scenario: Loaded,
@@ -125,7 +110,7 @@ pub struct Run {
 impl Run {
     /// A real run. The journal goes to `journal_dir` and records how to reach the cluster.
     pub fn new(scenario: Loaded, cluster: &Cluster, node: NodeProfile, client: kube::Client, journal_dir: &std::path::Path, rec: Recorder) -> Result<Run, RunError> {
-        let namespace = format!("fl-{}-{}", scenario.name(), random_suffix(5));
+        let namespace = format!("fl-{}-{}", scenario.name(), crate::names::random_suffix(5));
         let cluster_ref = ClusterRef {
             kubeconfig: cluster.kubeconfig.clone(),
             context: cluster.context.clone(),
@@ -199,7 +184,7 @@ impl Run {
             Undo::DeleteObject { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: self.namespace.clone() },
         )?;
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
-        self.fault.fault().prepare(&ctx).await.map_err(|e| RunError::Setup(Box::new(e)))?;
+        self.fault.fault().prepare(&ctx).await.map_err(RunError::Setup)?;
         for object in self.scenario.objects(&ctx.vars)? {
             let ns = if object.cluster_scoped {
                 // Declared in workload.clusterObjects (checked at load): journal its deletion first.
@@ -240,10 +225,10 @@ impl Run {
         self.begin(Phase::Symptom);
         let s = self.scenario.scenario.symptom.clone();
         let deadline = Instant::now() + s.within.0;
-        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), deadline).await.map_err(|e| RunError::Symptom(Box::new(e)))?;
-        let gates = events::compile(&s.events, &self.ctx.vars).map_err(|e| RunError::Symptom(Box::new(e)))?;
+        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), deadline).await.map_err(RunError::Symptom)?;
+        let gates = events::compile(&s.events, &self.ctx.vars).map_err(RunError::SymptomEvents)?;
         match &self.events {
-            Some(log) => log.wait_for(&gates, remaining(deadline)).await.map_err(|e| RunError::Symptom(Box::new(e)))?,
+            Some(log) => log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?,
             None => {
                 for (g, re) in &gates {
                     self.rec().push(Channel::Wait, format!("event {} matching /{}/", g.reason, re.as_str()));

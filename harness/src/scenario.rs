@@ -17,6 +17,7 @@ use crate::datafile::{self, ApiVersion, DataFileError};
 use crate::manifest;
 use crate::duration::Span;
 use crate::faults::FaultSpec;
+pub use crate::gates::{ClaimGate, ConditionGate, EventGate, NodeGate, PodGate, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ScenarioKind {
@@ -102,77 +103,6 @@ pub enum Manifest {
     Path(PathBuf),
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Target {
-    /// Label selector of the target pods, e.g. `app=web`.
-    pub selector: String,
-    /// The claim that must bind, for storage scenarios.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim: Option<String>,
-}
-
-/// A condition on a pod's status. Every field given must hold.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PodGate {
-    /// Pod phase (`Pending`, `Running`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    /// All containers ready (true) or not (false).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready: Option<bool>,
-    /// Some container is waiting with this reason (`ContainerCreating`, `CrashLoopBackOff`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<String>,
-    /// A pod condition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<ConditionGate>,
-    /// Regular expression some container's termination message matches (its current or last
-    /// terminated state). With `terminationMessagePolicy: FallbackToLogsOnError` the kubelet puts the
-    /// tail of the container's log there, so an error only the log shows can be a gate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub termination_message: Option<crate::pattern::Pattern>,
-}
-
-/// A status condition: type, status and optionally reason. `status` and `reason` may name alternatives
-/// separated by `|` (`False|Unknown`), for a symptom that platforms show in different words: a kubelet
-/// that dies stays dead on the test bed (the node controller marks the node Unknown) and is restarted by
-/// systemd on kind (it posts Ready=False between restarts).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ConditionGate {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// A condition on the node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeGate {
-    pub condition: ConditionGate,
-}
-
-/// A condition on the target claim.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClaimGate {
-    pub phase: String,
-}
-
-/// An expected event: reason, type, and a regular expression its message matches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EventGate {
-    pub reason: String,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
-    /// Regular expression; `${...}` variables are substituted (escaped) first.
-    pub message: String,
-}
 
 /// The documented symptom. The gates are the pass/fail test; the events must be seen too.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]

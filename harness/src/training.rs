@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::datafile::ApiVersion;
-use crate::journal::{self, ClusterRef, Journal};
+use crate::journal::{self, ClusterRef, Journal, JournalError};
 use crate::kube_ops::Kube;
 use crate::node::{HostExecutor, NodeProfile};
 use crate::provider::existing::Existing;
@@ -48,16 +48,27 @@ pub enum TrainingError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("training needs the test bed or an existing cluster here (--provider existing): kind clusters for trainees are not supported yet")]
+    KindNotSupported,
     #[error("training needs the test bed or an existing cluster here (--provider existing): {0}")]
-    Provider(String),
+    Provider(#[source] crate::provider::ProviderError),
+    #[error(transparent)]
+    Safety(#[from] crate::provider::SafetyError),
+    #[error("context {context} lists no node")]
+    NoNode { context: String },
+    #[error("the scenario could not be set up for training: {source}{}", teardown.iter().map(|u| format!("\n  teardown: {u}")).collect::<String>())]
+    Break {
+        #[source]
+        source: Box<RunError>,
+        /// What teardown could not undo.
+        teardown: Vec<JournalError>,
+    },
     #[error(transparent)]
     Run(#[from] RunError),
     #[error(transparent)]
     Scenario(#[from] scenario::ScenarioError),
     #[error(transparent)]
     Api(#[from] crate::kube_ops::KubeError),
-    #[error("{0}")]
-    Other(String),
 }
 
 /// A controller of the workload, as it was when the session began.
@@ -179,12 +190,12 @@ impl Session {
 /// Break the cluster for a trainee. `rec` records the run (its phase drives a progress display).
 pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> Result<Session, TrainingError> {
     let ProviderChoice::Existing { description } = choice else {
-        return Err(TrainingError::Provider("kind clusters for trainees are not supported yet".into()));
+        return Err(TrainingError::KindNotSupported);
     };
     let provider = Existing { description: description.clone() };
-    let cluster = provider.create(&rec, false).await.map_err(|e| TrainingError::Provider(e.to_string()))?;
-    check_safety(&cluster, allow_existing).map_err(|e| TrainingError::Other(e.to_string()))?;
-    let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::Other(format!("context {} lists no node", cluster.context)))?;
+    let cluster = provider.create(&rec, false).await.map_err(TrainingError::Provider)?;
+    check_safety(&cluster, allow_existing)?;
+    let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::NoNode { context: cluster.context.clone() })?;
     if loaded.scenario.fault.fault().touches_node() {
         for other in Session::all() {
             let other_touches = scenario::load(&other.scenario_path).map(|s| s.scenario.fault.fault().touches_node()).unwrap_or(true);
@@ -201,13 +212,9 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         run.await_symptom().await
     }
     .await;
-    if let Err(e) = broken {
-        let undo = run.teardown().await;
-        let mut msg = format!("the scenario could not be set up for training: {e}");
-        for u in undo {
-            msg.push_str(&format!("\n  teardown: {u}"));
-        }
-        return Err(TrainingError::Other(msg));
+    if let Err(source) = broken {
+        let teardown = run.teardown().await;
+        return Err(TrainingError::Break { source: Box::new(source), teardown });
     }
     if let Some(log) = &run.events {
         log.stop();

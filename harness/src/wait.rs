@@ -12,7 +12,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::scenario::{ClaimGate, ConditionGate, NodeGate, PodGate};
+use crate::gates::{ClaimGate, ConditionGate, NodeGate, PodGate};
 
 #[derive(Debug, Error)]
 pub enum WaitError {

@@ -23,9 +23,8 @@
 //! hanging CI.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -462,43 +461,39 @@ impl Run {
     }
 }
 
-/// Run `faultlab ARGS`, killed after [`CLI_LIMIT`].
+/// Run `faultlab ARGS`, killed after [`CLI_LIMIT`] (duct captures both outputs while it runs, so a
+/// chatty child cannot block on a full pipe, and its handle can be polled and killed).
 fn faultlab(args: &[OsString], state: &Path) -> Result<Run, Failed> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_faultlab"))
-        .args(args)
+    let handle = duct::cmd(env!("CARGO_BIN_EXE_faultlab"), args)
         .env_remove("FAULTLAB_SCENARIOS")
         .env_remove("FAULTLAB_LOG")
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")
         .env("FAULTLAB_STATE_DIR", state)
         .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stdin_null()
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .start()
         .map_err(|e| format!("cannot run faultlab: {e}"))?;
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
     let deadline = Instant::now() + CLI_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            break status;
+    let output = loop {
+        if let Some(output) = handle.try_wait().map_err(|e| e.to_string())? {
+            break output;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            let _ = handle.kill();
             return Err(format!("faultlab {args:?} did not finish within {CLI_LIMIT:?} (a hang); it was killed").into());
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let run = Run { code: status.code(), stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() };
+    let status = output.status;
+    let run = Run {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
     if status.code().is_none() || status.code() == Some(101) || run.both().contains("panicked") {
         return Err(format!("faultlab {args:?} crashed:\n{}", run.describe()).into());
     }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::{Ctx, Fault, FaultError};
 use crate::check::{quantity_milli, range, Problem};
 use crate::cmd::Cmd;
-use crate::scenario::{ConditionGate, NodeGate};
+use crate::gates::{ConditionGate, NodeGate};
 
 /// The test bed's kubelet log (one `====` line per start); elsewhere the kubelet's journal is read.
 pub const TESTBED_KUBELET_LOG: &str = "/var/log/faultlab/testbed/kubelet.log";
@@ -180,8 +180,8 @@ impl Fault for CpuCount {
 
     /// kind: the static policy from the start, with CPU reserved for the daemons (the policy refuses
     /// to start without), and the kubelet restarted by systemd as on a CCE node.
-    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
-        crate::provider::kind::KindNeeds {
+    fn kind_needs(&self) -> crate::needs::KindNeeds {
+        crate::needs::KindNeeds {
             kubelet_config: Some(serde_json::json!({
                 "cpuManagerPolicy": "static",
                 "kubeReserved": {"cpu": self.kube_reserved_cpu},

@@ -276,7 +276,7 @@ impl Fault for DiskFull {
     /// as the node container exists (before kubeadm starts containers), so that filling it fills only
     /// that file and `expand-disk` has a loop disk to grow; the node keeps the kubelet's disk
     /// thresholds at the levels the scenario explains (no imagefs eviction, image GC off).
-    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+    fn kind_needs(&self) -> crate::needs::KindNeeds {
         let f = KIND_BACKING_FILE;
         let script = format!(
             "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
@@ -284,7 +284,7 @@ impl Fault for DiskFull {
              mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a /var/lib/containerd/. /mnt/faultlab-disk/; \
              umount /mnt/faultlab-disk; mount -o loop {f} /var/lib/containerd; systemctl start containerd"
         );
-        crate::provider::kind::KindNeeds {
+        crate::needs::KindNeeds {
             node_bootstrap: vec![Cmd::shell(script).timeout(Duration::from_secs(240))],
             host_disk_mib: self.host_disk_mib(),
             kubelet_config: Some(serde_json::json!({

@@ -18,7 +18,7 @@ use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
 use crate::node::Node;
 use crate::record::{Channel, Recorder};
-use crate::scenario::Target;
+use crate::gates::Target;
 use crate::vars::Vars;
 
 pub mod configmap_missing;
@@ -163,7 +163,7 @@ pub trait Fault: Send + Sync {
     }
 
     /// What a kind cluster needs for this fault (default: nothing special).
-    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+    fn kind_needs(&self) -> crate::needs::KindNeeds {
         Default::default()
     }
 

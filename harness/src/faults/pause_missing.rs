@@ -101,13 +101,13 @@ impl Fault for PauseMissing {
     /// On kind a deleted sandbox image would simply be pulled again. As the documented `cce-pause:3.1`
     /// is, make it unpullable: point containerd at a local-only name, and tag the node's bundled pause
     /// image with it as soon as the node container exists (before kubelet needs a sandbox).
-    fn kind_needs(&self) -> crate::provider::kind::KindNeeds {
+    fn kind_needs(&self) -> crate::needs::KindNeeds {
         let tag = KIND_SANDBOX_IMAGE;
         let script = format!(
             "for i in $(seq 1 170); do src=$(ctr -n k8s.io images ls -q 2>/dev/null | grep -E '/pause:' | grep -v '^{tag}$' | head -n1); \
              if [ -n \"$src\" ] && ctr -n k8s.io images tag --force \"$src\" {tag}; then exit 0; fi; sleep 1; done; exit 1"
         );
-        crate::provider::kind::KindNeeds {
+        crate::needs::KindNeeds {
             containerd_config_patches: vec![format!(
                 "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{tag}\"\n"
             )],

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, NodeSystemInfo};
 use serde_json::{json, Value};
 
 use super::{Cluster, Ownership, Provider, ProviderError};
-use crate::cmd::{self, Cmd};
+use crate::cmd;
 use crate::kube_ops::Kube;
 use crate::node::{ContainerdProfile, ImageSet, KubeletProfile, NodeProfile};
 use crate::record::{Channel, Recorder};
@@ -74,23 +74,7 @@ impl Arch {
     }
 }
 
-/// What a scenario needs from a kind cluster. Faults declare it; the provider composes the config.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KindNeeds {
-    /// TOML fragments for containerd's config.
-    pub containerd_config_patches: Vec<String>,
-    /// KubeletConfiguration fields merged into the kubelet's config.
-    pub kubelet_config: Option<Value>,
-    /// Disable kindnet (the scenario brings its own CNI).
-    pub disable_default_cni: bool,
-    /// Commands to run on each node as soon as its container exists, while kind is still creating it.
-    pub node_bootstrap: Vec<Cmd>,
-    /// The sandbox image the node will be configured with, if the scenario changes it.
-    pub sandbox_image: Option<String>,
-    /// Room the fault takes on the host's disk, in MiB, under Docker's root (a loop file in a node's
-    /// volume): checked before the cluster is created.
-    pub host_disk_mib: u64,
-}
+pub use crate::needs::KindNeeds;
 
 /// `docker info --format '{{.DockerRootDir}}'`: where Docker keeps volumes, on the host.
 pub fn docker_root_argv() -> Vec<String> {
@@ -258,7 +242,7 @@ impl Kind {
     pub fn new_name(scenario: &str) -> String {
         let mut short: String = scenario.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(20).collect();
         short = short.trim_end_matches('-').to_string();
-        format!("{NAME_PREFIX}{short}-{}", crate::runner::random_suffix(5))
+        format!("{NAME_PREFIX}{short}-{}", crate::names::random_suffix(5))
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
