@@ -4,6 +4,7 @@
 //! success, error, panic and signal alike; `faultlab cleanup` replays journals a crashed run left.
 //! Undo actions are data (argv, object references), so a later process can replay them.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -129,6 +130,10 @@ pub struct JournalFile {
     pub pid: u32,
     pub cluster: ClusterRef,
     pub entries: Vec<Entry>,
+    /// What the run's fault learnt and needs again later, in this process or another (`faultlab
+    /// solution --apply`, `faultlab cleanup`): the fault's own serialisable state, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fault_state: BTreeMap<String, serde_json::Value>,
 }
 
 /// The state directory: `$FAULTLAB_STATE_DIR`, else `/var/lib/faultlab/runs` as root, else
@@ -172,6 +177,7 @@ impl Journal {
                 pid: std::process::id(),
                 cluster,
                 entries: Vec::new(),
+                fault_state: BTreeMap::new(),
             })),
         };
         journal.save()?;
@@ -190,6 +196,7 @@ impl Journal {
                 pid: std::process::id(),
                 cluster: ClusterRef::default(),
                 entries: Vec::new(),
+                fault_state: BTreeMap::new(),
             })),
         }
     }
@@ -221,6 +228,17 @@ impl Journal {
     pub fn set_cluster(&self, cluster: ClusterRef) -> Result<(), JournalError> {
         self.file.lock().unwrap().cluster = cluster;
         self.save()
+    }
+
+    /// Keep a piece of the fault's state under `key` (on disk, with the undos).
+    pub fn set_state(&self, key: &str, value: serde_json::Value) -> Result<(), JournalError> {
+        self.file.lock().unwrap().fault_state.insert(key.to_string(), value);
+        self.save()
+    }
+
+    /// The fault's state kept under `key`.
+    pub fn state(&self, key: &str) -> Option<serde_json::Value> {
+        self.file.lock().unwrap().fault_state.get(key).cloned()
     }
 
     /// Record an undo. Call this *before* making the change it undoes.
@@ -336,6 +354,19 @@ mod tests {
         assert!(reopened.replay(fake.as_ref()).await.is_empty());
         assert_eq!(fake.lines(), vec!["echo 2", "ip netns exec n timeout -k 5 60 echo 1"]);
         assert!(!dir.path().join("run1.json").exists());
+    }
+
+    #[test]
+    fn fault_state_is_on_disk_for_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::create(dir.path(), "run4", "demo", ClusterRef::default()).unwrap();
+        assert_eq!(j.state("route"), None);
+        j.set_state("route", serde_json::json!({"gateway": "198.18.0.1", "device": "eth0"})).unwrap();
+        let reopened = Journal::open(&dir.path().join("run4.json")).unwrap();
+        assert_eq!(reopened.state("route"), Some(serde_json::json!({"gateway": "198.18.0.1", "device": "eth0"})));
+        // A journal without state (an older file) still opens, and writes none.
+        let k = Journal::create(dir.path(), "run5", "demo", ClusterRef::default()).unwrap();
+        assert!(!std::fs::read_to_string(k.path().unwrap()).unwrap().contains("faultState"));
     }
 
     #[tokio::test]

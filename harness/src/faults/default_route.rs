@@ -12,8 +12,6 @@
 //! with `ip route replace`, which is idempotent. The kubelet reaches the API server on-link, so the node
 //! stays Ready meanwhile.
 
-use std::sync::{Arc, Mutex};
-
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,12 +21,17 @@ use crate::cmd::Cmd;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DefaultRoute {
-    /// The default route found at inject: gateway and device. Shared by clones: the runner calls
-    /// inject and fix on clones of the scenario's fault.
-    #[serde(skip)]
-    route: Arc<Mutex<Option<(String, String)>>>,
+pub struct DefaultRoute {}
+
+/// The default route found at inject, kept in the run's journal for the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Route {
+    gateway: String,
+    device: String,
 }
+
+/// The journal's key for [`Route`].
+const ROUTE: &str = "route";
 
 /// `ip route replace default via GATEWAY dev DEVICE`.
 pub fn replace(gateway: &str, device: &str) -> Cmd {
@@ -81,7 +84,7 @@ impl Fault for DefaultRoute {
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let (gateway, device) = self.current(ctx).await?;
         ctx.undo_on_node(&format!("restore the default route via {gateway} dev {device}"), replace(&gateway, &device))?;
-        *self.route.lock().unwrap() = Some((gateway, device));
+        ctx.keep(ROUTE, &Route { gateway, device })?;
         ctx.note("delete the node's default route (inside the node, not on the host)");
         ctx.run("delete-default-route", Cmd::new(["ip", "route", "del", "default"])).await?;
         ctx.note("flannel looks for the default route when it starts: restart it");
@@ -99,9 +102,8 @@ impl Fault for DefaultRoute {
     async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
         match step {
             "restore-default-route" => {
-                let saved = self.route.lock().unwrap().clone();
-                let (gateway, device) = match saved {
-                    Some(r) => r,
+                let (gateway, device) = match ctx.kept::<Route>(ROUTE) {
+                    Some(r) => (r.gateway, r.device),
                     None => self.current(ctx).await?,
                 };
                 // `replace` adds the route, or leaves it as it is: the step is idempotent.
@@ -146,9 +148,11 @@ mod tests {
         fake.respond("ip route show default", Output { status: 0, stdout: "default via 172.18.0.1 dev eth0 \n".into(), stderr: String::new() });
         let fault = DefaultRoute::default();
         fault.clone().inject(&ctx).await.unwrap();
-        // The route came back down: the fix (on another clone, as the runner does) restores what was read.
+        // The route came back down: the fix, by another instance of the fault (as in another process,
+        // `faultlab solution --apply`), restores what was read, from the run's journal.
         fake.respond("ip route show default", Output::default());
-        fault.clone().fix("restore-default-route", &ctx).await.unwrap();
+        assert_eq!(ctx.kept::<Route>(ROUTE), Some(Route { gateway: "172.18.0.1".into(), device: "eth0".into() }));
+        DefaultRoute::default().fix("restore-default-route", &ctx).await.unwrap();
         let lines = fake.lines();
         assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 ip route show default");
         assert_eq!(lines[1], "ip netns exec faultlab-node timeout -k 5 60 ip route del default");

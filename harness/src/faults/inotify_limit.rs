@@ -53,15 +53,16 @@ pub struct InotifyLimit {
     /// need more than this.
     #[serde(default = "default_headroom")]
     pub headroom: u64,
-    /// Instances root held before the workload started (counted in `prepare`): the budget the lowered
-    /// limit leaves is counted from these, not from what the workload's old pod holds and gives back.
-    #[serde(skip)]
-    baseline: std::sync::Arc<std::sync::Mutex<Option<u64>>>,
 }
+
+/// The journal's key for the instances root held before the workload started (counted in `prepare`):
+/// the budget the lowered limit leaves is counted from these, not from what the workload's old pod
+/// holds and gives back.
+const BASELINE: &str = "baseline";
 
 impl Default for InotifyLimit {
     fn default() -> Self {
-        InotifyLimit { value: default_value(), headroom: default_headroom(), baseline: Default::default() }
+        InotifyLimit { value: default_value(), headroom: default_headroom() }
     }
 }
 
@@ -181,8 +182,7 @@ impl Fault for InotifyLimit {
     /// Count the instances root holds before the workload exists (on kind: on the host, see `in_use`).
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let in_use = self.in_use(ctx).await?;
-        *self.baseline.lock().unwrap() = Some(in_use);
-        Ok(())
+        ctx.keep(BASELINE, &in_use)
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
@@ -191,8 +191,7 @@ impl Fault for InotifyLimit {
         // A plan has no node: show the commands with a sample value.
         let original = if ctx.dry_run { 128 } else { number("read-limit", &out.stdout)? };
         ctx.undo_on_node(&format!("restore {SYSCTL}={original}"), set(original))?;
-        let counted = *self.baseline.lock().unwrap();
-        let in_use = match counted {
+        let in_use = match ctx.kept::<u64>(BASELINE) {
             Some(n) => n,
             None => self.in_use(ctx).await?,
         };
@@ -298,7 +297,7 @@ mod tests {
         let fault = InotifyLimit::default();
         fault.prepare(&ctx).await.unwrap();
         assert!(fake.lines().is_empty(), "nothing is counted in the node container: {:?}", fake.lines());
-        assert!(fault.baseline.lock().unwrap().is_some());
+        assert!(ctx.kept::<u64>(BASELINE).is_some());
         let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(notes.iter().any(|n| n.starts_with("root's processes on this host hold ")), "{notes:?}");
 
@@ -308,7 +307,7 @@ mod tests {
         plan.dry_run = true;
         let fault = InotifyLimit::default();
         fault.prepare(&plan).await.unwrap();
-        assert_eq!(*fault.baseline.lock().unwrap(), Some(6));
+        assert_eq!(plan.kept::<u64>(BASELINE), Some(6));
         assert!(fake.lines().is_empty());
         assert!(plan.rec().render().contains("every root process on this host (/proc/*/fd): the limit is the host's"));
     }
@@ -352,7 +351,7 @@ mod tests {
     }
 
     fn limit(value: u64, headroom: u64) -> InotifyLimit {
-        InotifyLimit { value, headroom, ..Default::default() }
+        InotifyLimit { value, headroom }
     }
 
     #[rstest::rstest]

@@ -87,6 +87,20 @@ impl Ctx {
         self.node.probe(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
     }
 
+    /// Keep what the fault learnt (a route, a count) in the run's journal, so every phase and every
+    /// process that opens the run (`faultlab solution --apply`) sees the same value. `key` names it
+    /// within the fault.
+    pub fn keep<T: serde::Serialize>(&self, key: &str, state: &T) -> Result<(), FaultError> {
+        let value = serde_json::to_value(state).expect("fault state serialises");
+        self.journal.set_state(key, value)?;
+        Ok(())
+    }
+
+    /// What the fault kept under `key`, if anything (and if it still reads as `T`).
+    pub fn kept<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.journal.state(key).and_then(|v| serde_json::from_value(v).ok())
+    }
+
     /// Record, before the change, a node command that undoes it.
     pub fn undo_on_node(&self, what: &str, cmd: Cmd) -> Result<(), FaultError> {
         self.journal.record(what, Undo::Node { access: self.node.access.clone(), cmd })?;

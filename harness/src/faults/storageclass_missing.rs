@@ -12,7 +12,6 @@
 //! deploys a local class (`kubernetes.io/no-provisioner`, marked default) with a static hostPath
 //! PersistentVolume of that class, on a directory made on the node.
 
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -23,6 +22,7 @@ use serde_json::{json, Value};
 use super::{Ctx, Fault, FaultError};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
+use crate::journal::Undo;
 
 /// The annotation that makes a class the default one new claims get.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
@@ -68,19 +68,30 @@ pub struct StorageclassMissing {
     /// Capacity of the static PersistentVolume that goes with it (default `1Gi`).
     #[serde(default = "default_capacity")]
     pub capacity: String,
-    /// The classes `prepare` found and deleted, as the fix re-creates them. Shared by clones: the
-    /// runner calls prepare and fix on clones of the scenario's fault.
-    #[serde(skip)]
-    saved: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Default for StorageclassMissing {
     fn default() -> Self {
-        StorageclassMissing { storage_class: default_class(), capacity: default_capacity(), saved: Arc::default() }
+        StorageclassMissing { storage_class: default_class(), capacity: default_capacity() }
     }
 }
 
 impl StorageclassMissing {
+    /// The classes `prepare` found and deleted, as the fix re-creates them: the journal's undos that
+    /// re-create a StorageClass (recorded before each delete), so a fix in another process
+    /// (`faultlab solution --apply`) re-creates the same ones.
+    fn saved(ctx: &Ctx) -> Vec<Value> {
+        ctx.journal
+            .snapshot()
+            .entries
+            .into_iter()
+            .filter_map(|e| match e.undo {
+                Undo::CreateObject { namespace: None, object } if object["kind"] == "StorageClass" => Some(object),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The static volume's directory on the node, one per run.
     pub fn volume_dir(ctx: &Ctx) -> String {
         format!("/var/lib/faultlab/pv-{}", ctx.namespace)
@@ -150,7 +161,7 @@ impl StorageclassMissing {
     }
 
     async fn deploy_class(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        let saved = self.saved.lock().unwrap().clone();
+        let saved = Self::saved(ctx);
         if !saved.is_empty() {
             // The cluster's own classes (kindest/node: `standard`, rancher local-path): deploying them
             // again is the document's "deploy localPath". Their provisioner is still running.
@@ -236,8 +247,7 @@ impl Fault for StorageclassMissing {
         for sc in &classes {
             let name = sc.metadata.name.clone().unwrap_or_default();
             let object = Self::restorable(sc);
-            ctx.undo_by_recreating(object.clone())?;
-            self.saved.lock().unwrap().push(object);
+            ctx.undo_by_recreating(object)?;
             ctx.note(format!("the cluster must have no StorageClass: delete {name} (re-created at teardown)"));
             ctx.kube.delete_dynamic(&ar, None, &name).await.map_err(Ctx::api_err("delete-storageclass"))?;
         }
@@ -370,14 +380,13 @@ mod tests {
         let object = StorageclassMissing::restorable(&standard);
         assert_eq!(object["metadata"], json!({"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}), "no uid or resourceVersion");
         assert_eq!(object["kind"], "StorageClass");
-        // What prepare keeps for a cluster that had `standard`, on the clone the runner prepares with;
-        // the fix runs on another clone.
-        fault.clone().saved.lock().unwrap().push(object.clone());
-        fault.clone().fix("deploy-storageclass", &ctx).await.unwrap();
-        assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
-        assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
+        // What prepare journals for a cluster that had `standard` before deleting it; the fix, by another
+        // instance of the fault (as in another process), re-creates it from the journal.
         ctx.undo_by_recreating(object.clone()).unwrap();
         assert_eq!(ctx.journal.snapshot().entries[0].undo, Undo::CreateObject { namespace: None, object });
+        fault.fix("deploy-storageclass", &ctx).await.unwrap();
+        assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
+        assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
     }
 
     #[tokio::test]
@@ -390,7 +399,7 @@ mod tests {
     }
 
     fn fault(class: &str, capacity: &str) -> StorageclassMissing {
-        StorageclassMissing { storage_class: class.into(), capacity: capacity.into(), ..Default::default() }
+        StorageclassMissing { storage_class: class.into(), capacity: capacity.into() }
     }
 
     #[rstest::rstest]
