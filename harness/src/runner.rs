@@ -246,7 +246,7 @@ impl Run {
         let fault = self.fault.clone();
         for step in &steps {
             self.ctx.note(format!("fix {}: {}", step.step, step.doc.trim()));
-            fault.fault().fix(&step.step, &self.ctx).await.map_err(|source| RunError::Fix { step: step.step.clone(), source })?;
+            fault.fix(&step.step, &self.ctx).await.map_err(|source| RunError::Fix { step: step.step.clone(), source })?;
         }
         self.end(Phase::Fix);
         Ok(())

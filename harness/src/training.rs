@@ -438,7 +438,7 @@ pub async fn solution(session: &mut Session, apply: bool) -> Result<String, Trai
         let rec = Recorder::default();
         let (run, _) = session.resume(rec.clone()).await?;
         for f in &sc.fix {
-            sc.fault.fault().fix(&f.step, &run.ctx).await.map_err(|source| RunError::Fix { step: f.step.clone(), source })?;
+            sc.fault.fix(&f.step, &run.ctx).await.map_err(|source| RunError::Fix { step: f.step.clone(), source })?;
         }
         out.push_str("\nApplied:\n");
         for e in rec.entries() {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, WorkloadRef};
+use super::{Ctx, Fault, FaultError, Fix, WorkloadRef};
 use crate::check::{dns_subdomain, Problem};
 use crate::journal::Undo;
 
@@ -41,14 +41,17 @@ impl ConfigmapMissing {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    RecreateConfigmap,
+}
+
 #[async_trait]
 impl Fault for ConfigmapMissing {
     // On kind this stays within the cluster, so `host_wide_on_kind` keeps its default (None): it deletes
     // and re-creates a ConfigMap through the API and runs nothing on the node or the host.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["recreate-configmap"]
-    }
 
     fn touches_node(&self) -> bool {
         false
@@ -107,15 +110,20 @@ impl Fault for ConfigmapMissing {
             None => Err(FaultError::Check { step: "check-configmap".into(), message: format!("ConfigMap {} is still missing", self.config_map) }),
         }
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
+#[async_trait]
+impl Fix for ConfigmapMissing {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
             // Creating a ConfigMap that exists already succeeds: the step is idempotent.
-            "recreate-configmap" => {
+            Step::RecreateConfigmap => {
                 self.refuse_bad_parameters(step)?;
                 ctx.kube.create_object(Some(&ctx.namespace), self.saved(ctx)).await.map(drop).map_err(Ctx::api_err(step))
             }
-            _ => Err(FaultError::UnknownStep { fault: "configmap-missing", step: step.into() }),
         }
     }
 }
@@ -131,7 +139,7 @@ mod tests {
         ctx.dry_run = true;
         let fault = ConfigmapMissing { config_map: "app-config".into() };
         fault.inject(&ctx).await.unwrap();
-        fault.fix("recreate-configmap", &ctx).await.unwrap();
+        fault.fix(Step::RecreateConfigmap, &ctx).await.unwrap();
         let api: Vec<String> = ctx.rec().entries().into_iter().filter(|e| e.channel == crate::record::Channel::Api).map(|e| e.line).collect();
         assert_eq!(
             api,
@@ -190,7 +198,7 @@ mod tests {
         ctx.dry_run = true;
         let err = fault("").inject(&ctx).await.unwrap_err();
         assert!(err.to_string().starts_with("save-configmap: configMap: \"\" is not a valid Kubernetes object name"), "{err}");
-        assert!(fault("").fix("recreate-configmap", &ctx).await.is_err());
+        assert!(fault("").fix(Step::RecreateConfigmap, &ctx).await.is_err());
         assert!(ctx.rec().entries().is_empty(), "no API call, not even in a plan");
         assert!(ctx.journal.snapshot().entries.is_empty());
     }

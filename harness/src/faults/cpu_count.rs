@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::check::{quantity_milli, range, Problem};
 use crate::cmd::Cmd;
 use crate::gates::{ConditionGate, NodeGate};
@@ -150,6 +150,14 @@ impl CpuCount {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    DeleteCpuManagerState,
+    RestartKubelet,
+}
+
 #[async_trait]
 impl Fault for CpuCount {
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
@@ -157,10 +165,6 @@ impl Fault for CpuCount {
     // /var/lib/kubelet, and the restart is the node's own systemd restarting its kubelet. It only reads
     // the kernel's online CPUs; the CPU sets the kubelet would apply are for its pods' cgroups, below
     // the node container's.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["delete-cpu-manager-state", "restart-kubelet"]
-    }
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
@@ -309,14 +313,19 @@ impl Fault for CpuCount {
             message: format!("the kubelet's log does not say {KUBELET_ERROR:?}: it did not reject the checkpoint"),
         })
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
+#[async_trait]
+impl Fix for CpuCount {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
             // `rm -rf` of a file already gone succeeds: idempotent.
-            "delete-cpu-manager-state" => ctx.run(step, Cmd::new(["rm", "-rf", Self::state(ctx).as_str()])).await.map(drop),
+            Step::DeleteCpuManagerState => ctx.run(step, Cmd::new(["rm", "-rf", Self::state(ctx).as_str()])).await.map(drop),
             // Restarting a healthy kubelet is harmless: idempotent. It must come up this time.
-            "restart-kubelet" => ctx.run(step, ctx.node.profile.restart_kubelet()).await.map(drop),
-            _ => Err(FaultError::UnknownStep { fault: "cpu-count", step: step.into() }),
+            Step::RestartKubelet => ctx.run(step, ctx.node.profile.restart_kubelet()).await.map(drop),
         }
     }
 }
@@ -424,7 +433,7 @@ mod tests {
     async fn fix_deletes_the_checkpoint_and_restarts_the_kubelet() {
         let (ctx, fake) = ctx();
         let fault = CpuCount::default();
-        for step in fault.fix_steps() {
+        for step in crate::faults::steps::all::<Step>() {
             fault.fix(step, &ctx).await.unwrap();
         }
         assert_eq!(
@@ -434,7 +443,6 @@ mod tests {
                 format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"),
             ]
         );
-        assert!(fault.fix("reboot", &ctx).await.is_err());
     }
 
     #[test]

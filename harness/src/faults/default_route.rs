@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::cmd::Cmd;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -68,15 +68,18 @@ impl DefaultRoute {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    RestoreDefaultRoute,
+}
+
 #[async_trait]
 impl Fault for DefaultRoute {
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // `ip route` runs in the node container's own network namespace (Docker gives each container one),
     // whose default route is not the host's; the host's routes and links are never named.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["restore-default-route"]
-    }
 
     // `check` and `workload_refs` keep their defaults: the fault has no parameters (the route is the
     // node's own, read from its profile or the node), and acts on no object of the workload's.
@@ -98,10 +101,16 @@ impl Fault for DefaultRoute {
         }
         Ok(())
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
-            "restore-default-route" => {
+#[async_trait]
+impl Fix for DefaultRoute {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
+            Step::RestoreDefaultRoute => {
                 let (gateway, device) = match ctx.kept::<Route>(ROUTE) {
                     Some(r) => (r.gateway, r.device),
                     None => self.current(ctx).await?,
@@ -109,7 +118,6 @@ impl Fault for DefaultRoute {
                 // `replace` adds the route, or leaves it as it is: the step is idempotent.
                 ctx.run(step, replace(&gateway, &device)).await.map(|_| ())
             }
-            _ => Err(FaultError::UnknownStep { fault: "default-route", step: step.into() }),
         }
     }
 }
@@ -136,9 +144,8 @@ mod tests {
         );
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
-        fault.fix("restore-default-route", &ctx).await.unwrap();
+        fault.fix(Step::RestoreDefaultRoute, &ctx).await.unwrap();
         assert_eq!(fake.lines()[1], "ip netns exec faultlab-node timeout -k 5 60 ip route replace default via 10.213.0.1 dev fl-node");
-        assert!(fault.fix("netplan", &ctx).await.is_err());
     }
 
     #[tokio::test]
@@ -152,7 +159,7 @@ mod tests {
         // `faultlab solution --apply`), restores what was read, from the run's journal.
         fake.respond("ip route show default", Output::default());
         assert_eq!(ctx.kept::<Route>(ROUTE), Some(Route { gateway: "172.18.0.1".into(), device: "eth0".into() }));
-        DefaultRoute::default().fix("restore-default-route", &ctx).await.unwrap();
+        DefaultRoute::default().fix(Step::RestoreDefaultRoute, &ctx).await.unwrap();
         let lines = fake.lines();
         assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 ip route show default");
         assert_eq!(lines[1], "ip netns exec faultlab-node timeout -k 5 60 ip route del default");

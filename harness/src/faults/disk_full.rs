@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::check::{range, Problem};
 use crate::cmd::Cmd;
 
@@ -232,11 +232,16 @@ tar -cf image.tar manifest.json "$c.json" "$l" && rm -rf rootfs "$l"
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    RemoveUnusedImages,
+    ExpandDisk,
+}
+
 #[async_trait]
 impl Fault for DiskFull {
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["remove-unused-images", "expand-disk"]
-    }
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
@@ -342,16 +347,22 @@ impl Fault for DiskFull {
             message: format!("a directory can still be made on {}: {}", disk.mountpoint, out.stdout.trim()),
         })
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+#[async_trait]
+impl Fix for DiskFull {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
         let disk = Disk::of(ctx);
-        match step {
-            "remove-unused-images" => {
+        match which {
+            Step::RemoveUnusedImages => {
                 self.refuse_bad_parameters(step)?;
                 ctx.note(format!("images no pod uses (old releases): {}", self.refs().join(" ")));
                 ctx.run(step, Self::remove_images(ctx, &self.refs())).await.map(drop)
             }
-            "expand-disk" => {
+            Step::ExpandDisk => {
                 self.refuse_bad_parameters(step)?;
                 let target = disk.size_mib.checked_add(self.expand_mib).ok_or_else(|| FaultError::Check {
                     step: step.into(),
@@ -359,7 +370,6 @@ impl Fault for DiskFull {
                 })?;
                 ctx.run(step, Self::expand(&disk, target)).await.map(drop)
             }
-            _ => Err(FaultError::UnknownStep { fault: "disk-full", step: step.into() }),
         }
     }
 }
@@ -428,8 +438,8 @@ mod tests {
     async fn fixes_remove_the_old_images_or_grow_the_disk() {
         let (ctx, fake) = ctx();
         let fault = DiskFull { images: 2, ..Default::default() };
-        fault.fix("remove-unused-images", &ctx).await.unwrap();
-        fault.fix("expand-disk", &ctx).await.unwrap();
+        fault.fix(Step::RemoveUnusedImages, &ctx).await.unwrap();
+        fault.fix(Step::ExpandDisk, &ctx).await.unwrap();
         let lines = fake.lines();
         assert_eq!(
             lines[0],
@@ -442,7 +452,6 @@ mod tests {
         assert!(lines[1].contains("want=$((1536 * 1048576))"), "{}", lines[1]);
         assert!(lines[1].contains("truncate -s \"$want\" /var/cache/faultlab/containerd.img"), "{}", lines[1]);
         assert!(lines[1].contains("losetup -c /dev/loop0; resize2fs /dev/loop0"), "{}", lines[1]);
-        assert!(fault.fix("format", &ctx).await.is_err());
     }
 
     #[test]
@@ -516,9 +525,9 @@ mod tests {
         assert!(err.to_string().starts_with("fill: images: 4294967295 is out of range: it must be 1 to 100"), "{err}");
         let err = disk_full(0, 512).inject(&ctx).await.unwrap_err();
         assert!(err.to_string().starts_with("fill: images: 0 is out of range"), "{err}");
-        for step in ["remove-unused-images", "expand-disk"] {
+        for step in crate::faults::steps::all::<Step>() {
             let err = disk_full(4, u64::MAX).fix(step, &ctx).await.unwrap_err();
-            assert!(err.to_string().starts_with(&format!("{step}: expandMiB: 18446744073709551615 is out of range")), "{err}");
+            assert!(err.to_string().starts_with(&format!("{}: expandMiB: 18446744073709551615 is out of range", crate::faults::steps::Steps::name(step))), "{err}");
         }
         assert!(fake.lines().is_empty(), "{:?}", fake.lines());
         assert!(ctx.journal.snapshot().entries.is_empty());

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::cmd::{shell_join, Cmd};
 use crate::cri::{SandboxJson, SandboxListJson};
 
@@ -163,15 +163,18 @@ impl DuplicateContainer {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    RemoveDuplicate,
+}
+
 #[async_trait]
 impl Fault for DuplicateContainer {
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // the duplicate sandbox is made and removed through the node's own containerd (its CRI socket in
     // the node), so its pause process, cgroup and network namespace are the node container's children.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["remove-duplicate"]
-    }
 
     // `check` and `workload_refs` keep their defaults: the fault has no parameters, and the pod it
     // duplicates is the workload's target (`workload.target.selector`), which the loader checks.
@@ -219,10 +222,16 @@ impl Fault for DuplicateContainer {
         }
         Ok(())
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
-            "remove-duplicate" => {
+#[async_trait]
+impl Fix for DuplicateContainer {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
+            Step::RemoveDuplicate => {
                 let pod = self.pod(ctx, step).await?;
                 let list = self.sandboxes(ctx, step, &pod).await?;
                 match removal(&ctx.node.profile, &list, &pod) {
@@ -231,7 +240,6 @@ impl Fault for DuplicateContainer {
                     None => Ok(()),
                 }
             }
-            _ => Err(FaultError::UnknownStep { fault: "duplicate-container", step: step.into() }),
         }
     }
 }
@@ -295,7 +303,7 @@ mod tests {
         ctx.dry_run = true;
         let fault = DuplicateContainer::default();
         fault.inject(&ctx).await.unwrap();
-        fault.fix("remove-duplicate", &ctx).await.unwrap();
+        fault.fix(Step::RemoveDuplicate, &ctx).await.unwrap();
         let lines = fake.lines();
         assert!(lines[0].ends_with("pods --name '^<pod>$' --namespace '^fl-test$' -o json"), "{lines:?}");
         assert!(lines[1].contains("runp"), "{lines:?}");
@@ -303,7 +311,6 @@ mod tests {
         assert!(lines.last().unwrap().ends_with("rmp -f '<duplicate-id>'"), "{lines:?}");
         let entries = ctx.journal.snapshot().entries;
         assert!(matches!(&entries[0].undo, Undo::Node { cmd, .. } if cmd.argv[2].contains("duplicate-of=<pod-uid>")), "{:?}", entries[0].undo);
-        assert!(fault.fix("rename", &ctx).await.is_err());
     }
 
     #[tokio::test]

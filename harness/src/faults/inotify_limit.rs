@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::Cmd;
 
@@ -137,11 +137,15 @@ impl InotifyLimit {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    RaiseMaxUserInstances,
+}
+
 #[async_trait]
 impl Fault for InotifyLimit {
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["raise-max-user-instances"]
-    }
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
@@ -232,15 +236,20 @@ impl Fault for InotifyLimit {
         }
         Ok(())
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
+#[async_trait]
+impl Fix for InotifyLimit {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
             // Setting the value it has already succeeds: the step is idempotent.
-            "raise-max-user-instances" => {
+            Step::RaiseMaxUserInstances => {
                 self.refuse_bad_parameters(step)?;
                 ctx.run(step, set(self.value)).await.map(|_| ())
             }
-            _ => Err(FaultError::UnknownStep { fault: "inotify-limit", step: step.into() }),
         }
     }
 }
@@ -336,9 +345,8 @@ mod tests {
     async fn fix_sets_the_documented_value() {
         let (ctx, fake) = ctx();
         let fault = InotifyLimit::default();
-        fault.fix("raise-max-user-instances", &ctx).await.unwrap();
+        fault.fix(Step::RaiseMaxUserInstances, &ctx).await.unwrap();
         assert_eq!(fake.lines(), vec!["ip netns exec faultlab-node timeout -k 5 60 sysctl -w 'fs.inotify.max_user_instances=65535'"]);
-        assert!(fault.fix("reboot", &ctx).await.is_err());
     }
 
     #[tokio::test]
@@ -400,7 +408,7 @@ mod tests {
         assert!(fake.lines().is_empty(), "{:?}", fake.lines());
         assert!(ctx.journal.snapshot().entries.is_empty());
         // A fix that would set 0 (no inotify at all for root, on kind the host's root) is refused too.
-        let err = limit(0, 2).fix("raise-max-user-instances", &ctx).await.unwrap_err();
+        let err = limit(0, 2).fix(Step::RaiseMaxUserInstances, &ctx).await.unwrap_err();
         assert!(err.to_string().contains("value: 0 is out of range"), "{err}");
         assert!(fake.lines().is_empty());
     }

@@ -28,6 +28,7 @@ pub mod disk_full;
 pub mod duplicate_container;
 pub mod inotify_limit;
 pub mod pause_missing;
+pub mod steps;
 pub mod storageclass_missing;
 
 #[derive(Debug, Error)]
@@ -47,8 +48,8 @@ pub enum FaultError {
     },
     #[error("recording the undo failed, so the fault was not injected: {0}")]
     Journal(#[from] JournalError),
-    #[error("fault {fault} has no fix step {step:?}")]
-    UnknownStep { fault: &'static str, step: String },
+    #[error("fault {fault} has no fix step {step:?}; it offers: {}", offered.join(", "))]
+    UnknownStep { fault: &'static str, step: String, offered: &'static [&'static str] },
     #[error("{step}: {message}")]
     Check { step: String, message: String },
 }
@@ -148,9 +149,6 @@ pub struct WorkloadRef {
 /// A documented fault.
 #[async_trait]
 pub trait Fault: Send + Sync {
-    /// The fix steps this fault offers, in the document's order. Scenario `fix[].step` names them.
-    fn fix_steps(&self) -> &'static [&'static str];
-
     /// Check the fault's parameters before anything runs: each out of its real range (kernel limits,
     /// CPU counts, quantities) is a [`Problem`] at the parameter's field name (`headroom`), which the
     /// scenario loader places under `fault.<name>` and locates in the file. Default: nothing to check.
@@ -214,8 +212,17 @@ pub trait Fault: Send + Sync {
         true
     }
 
+}
+
+/// A fault's documented fix, step by step.
+#[async_trait]
+pub trait Fix: Fault {
+    /// The steps, in the document's order: an enum whose serde names scenario files give in
+    /// `fix[].step` (see [`steps`]).
+    type Step: steps::Steps;
+
     /// Apply one documented fix step. Idempotent: a step whose effect is already there succeeds.
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError>;
+    async fn fix(&self, step: Self::Step, ctx: &Ctx) -> Result<(), FaultError>;
 }
 
 macro_rules! faults {
@@ -238,8 +245,14 @@ macro_rules! faults {
                 match self { $(FaultSpec::$variant(f) => f,)+ }
             }
 
+            /// The fix steps the fault offers, in the document's order.
             pub fn fix_steps(&self) -> &'static [&'static str] {
-                self.fault().fix_steps()
+                match self { $(FaultSpec::$variant(_) => steps::names::<<$ty as Fix>::Step>(),)+ }
+            }
+
+            /// Apply the fix step named `step` (a name [`FaultSpec::fix_steps`] gives).
+            pub async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
+                match self { $(FaultSpec::$variant(f) => f.fix(steps::parse($name, step)?, ctx).await,)+ }
             }
 
             /// The fault's parameter problems, at `fault.<name>.<parameter>`.

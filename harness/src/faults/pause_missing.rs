@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::check::Problem;
 use crate::cmd::Cmd;
 
@@ -82,15 +82,19 @@ impl PauseMissing {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    UnpackNodePackage,
+    ImportImage,
+}
+
 #[async_trait]
 impl Fault for PauseMissing {
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // it tags, exports and deletes images in the node's own containerd (`ctr` in the node), and the
     // node package it makes is one small tarball in the node's /opt. Nothing of the host's is named.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["unpack-node-package", "import-image"]
-    }
 
     /// The package path, if the scenario names one (else the node profile's). The sandbox image is the
     /// node's own (its containerd configuration), not a parameter.
@@ -159,13 +163,18 @@ impl Fault for PauseMissing {
         }
         Ok(())
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
-            "unpack-node-package" => ctx.run(step, self.unpack(ctx)?).await.map(|_| ()),
+#[async_trait]
+impl Fix for PauseMissing {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
+            Step::UnpackNodePackage => ctx.run(step, self.unpack(ctx)?).await.map(|_| ()),
             // Importing an image that is already there succeeds: the step is idempotent.
-            "import-image" => ctx.run(step, Self::import(ctx)).await.map(|_| ()),
-            _ => Err(FaultError::UnknownStep { fault: "pause-missing", step: step.into() }),
+            Step::ImportImage => ctx.run(step, Self::import(ctx)).await.map(|_| ()),
         }
     }
 }
@@ -193,13 +202,12 @@ mod tests {
     async fn fix_runs_the_documented_commands() {
         let (ctx, fake) = ctx();
         let fault = PauseMissing::default();
-        for step in fault.fix_steps() {
+        for step in crate::faults::steps::all::<Step>() {
             fault.fix(step, &ctx).await.unwrap();
         }
         let lines = fake.lines();
         assert!(lines[0].contains("tar -xzvf /opt/cloud/cce/package/node-package/pause-3.1.tgz"), "{}", lines[0]);
         assert!(lines[1].contains("ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io image import"), "{}", lines[1]);
-        assert!(fault.fix("reboot", &ctx).await.is_err());
     }
 
     #[tokio::test]
@@ -244,7 +252,7 @@ mod tests {
         let bad = fault("/etc/passwd");
         assert!(bad.prepare(&ctx).await.unwrap_err().to_string().starts_with("node-package: package: \"/etc/passwd\" is not a usable"));
         assert!(bad.inject(&ctx).await.is_err());
-        assert!(bad.fix("unpack-node-package", &ctx).await.is_err());
+        assert!(bad.fix(Step::UnpackNodePackage, &ctx).await.is_err());
         assert!(fake.lines().is_empty(), "{:?}", fake.lines());
         assert!(ctx.journal.snapshot().entries.is_empty());
     }

@@ -12,14 +12,13 @@
 //! deploys a local class (`kubernetes.io/no-provisioner`, marked default) with a static hostPath
 //! PersistentVolume of that class, on a directory made on the node.
 
-
 use async_trait::async_trait;
 use k8s_openapi::api::storage::v1::StorageClass;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError};
+use super::{Ctx, Fault, FaultError, Fix};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
 use crate::journal::Undo;
@@ -211,16 +210,21 @@ impl StorageclassMissing {
     }
 }
 
+/// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    DeployStorageclass,
+    DeletePendingPvc,
+    RestartPod,
+}
+
 #[async_trait]
 impl Fault for StorageclassMissing {
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // StorageClasses and the static PersistentVolume go through the API, and the volume's directory is
     // made in the node container's /var, where kind keeps every pod's volumes anyway (the kubelet mounts
     // it into the pod there); no host path is named.
-
-    fn fix_steps(&self) -> &'static [&'static str] {
-        &["deploy-storageclass", "delete-pending-pvc", "restart-pod"]
-    }
 
     /// The class is a Kubernetes object name (a DNS-1123 subdomain) and the capacity a positive
     /// quantity of bytes. (The claim it watches is the workload's `target.claim`, which the loader
@@ -272,24 +276,29 @@ impl Fault for StorageclassMissing {
         }
         Ok(())
     }
+}
 
-    async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
-        match step {
-            "deploy-storageclass" => {
+#[async_trait]
+impl Fix for StorageclassMissing {
+    type Step = Step;
+
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
+            Step::DeployStorageclass => {
                 self.refuse_bad_parameters(step)?;
                 self.deploy_class(step, ctx).await
             }
             // Deleting a claim that is gone already succeeds. The pending pod is not scheduled, so the
             // claim's protection finalizer lets it go at once.
-            "delete-pending-pvc" => {
+            Step::DeletePendingPvc => {
                 let claim = Self::claim(ctx)?;
                 let ar = crate::kube_ops::resource("v1", "PersistentVolumeClaim");
                 ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &claim).await.map_err(Ctx::api_err(step))
             }
             // The StatefulSet makes the pod again, and first its claim from the template, which now
             // gets the default class.
-            "restart-pod" => ctx.restart_target(step).await,
-            _ => Err(FaultError::UnknownStep { fault: "storageclass-missing", step: step.into() }),
+            Step::RestartPod => ctx.restart_target(step).await,
         }
     }
 }
@@ -331,7 +340,7 @@ mod tests {
         fault.prepare(&ctx).await.unwrap();
         fault.inject(&ctx).await.unwrap();
         fault.verify_injected(&ctx).await.unwrap();
-        for step in fault.fix_steps() {
+        for step in crate::faults::steps::all::<Step>() {
             fault.fix(step, &ctx).await.unwrap();
         }
         assert_eq!(
@@ -384,7 +393,7 @@ mod tests {
         // instance of the fault (as in another process), re-creates it from the journal.
         ctx.undo_by_recreating(object.clone()).unwrap();
         assert_eq!(ctx.journal.snapshot().entries[0].undo, Undo::CreateObject { namespace: None, object });
-        fault.fix("deploy-storageclass", &ctx).await.unwrap();
+        fault.fix(Step::DeployStorageclass, &ctx).await.unwrap();
         assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
         assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
     }
@@ -395,7 +404,6 @@ mod tests {
         let fault = StorageclassMissing::default();
         let err = fault.inject(&ctx).await.unwrap_err();
         assert!(err.to_string().contains("workload.target.claim"), "{err}");
-        assert!(fault.fix("reboot", &ctx).await.is_err());
     }
 
     fn fault(class: &str, capacity: &str) -> StorageclassMissing {
@@ -440,7 +448,7 @@ mod tests {
         let err = bad.prepare(&ctx).await.unwrap_err();
         assert!(err.to_string().starts_with("list-storageclasses: storageClass: \"\" is not a valid Kubernetes object name"), "{err}");
         assert!(err.to_string().contains("; capacity: \"-1Gi\" is not a Kubernetes quantity"), "{err}");
-        assert!(bad.fix("deploy-storageclass", &ctx).await.is_err());
+        assert!(bad.fix(Step::DeployStorageclass, &ctx).await.is_err());
         assert!(api(&ctx).is_empty(), "{:?}", api(&ctx));
         assert!(fake.lines().is_empty());
         assert!(ctx.journal.snapshot().entries.is_empty());
