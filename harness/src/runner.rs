@@ -10,7 +10,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::events::{self, EventLog, Normalised, Normaliser};
-use crate::faults::{Ctx, FaultError};
+use crate::faults::{Ctx, FaultError, Presence};
 use crate::journal::{ClusterRef, Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
 use crate::node::{Executor, FakeExecutor, HostExecutor, Node, NodeProfile};
@@ -215,7 +215,15 @@ impl Run {
         }
         let fault = self.fault.clone();
         fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
-        fault.fault().verify_injected(&self.ctx).await.map_err(RunError::Inject)?;
+        // The fault itself, not only its symptom, must be in place. A plan shows the check's commands,
+        // whose outputs it does not have.
+        let presence = fault.fault().present(&self.ctx).await;
+        if !self.ctx.dry_run {
+            if let Presence::Absent(why) = presence.map_err(RunError::Inject)? {
+                let message = format!("the fault is not in place after inject: {why}");
+                return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message }));
+            }
+        }
         self.end(Phase::Inject);
         Ok(())
     }

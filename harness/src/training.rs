@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::datafile::ApiVersion;
+use crate::faults::Presence;
 use crate::journal::{self, ClusterRef, Journal, JournalError};
 use crate::kube_ops::Kube;
 use crate::node::{HostExecutor, NodeProfile};
@@ -404,8 +405,10 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
             _ => {}
         }
     }
-    if let Err(e) = loaded.scenario.fault.fault().verify_fixed(&run.ctx).await {
-        failing.push(format!("the fault is still there: {e}"));
+    match loaded.scenario.fault.fault().present(&run.ctx).await {
+        Ok(Presence::Present(what)) => failing.push(format!("the fault is still there: {what}")),
+        Ok(Presence::Absent(_) | Presence::Unknown) => {}
+        Err(e) => failing.push(format!("cannot tell whether the fault is gone: {e}")),
     }
     let seconds = ((now() - session.started) * 10.0).round() / 10.0;
     let fixed = failing.is_empty();

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, Fix, WorkloadRef};
+use super::{Ctx, Fault, FaultError, Fix, Presence, WorkloadRef};
 use crate::check::{dns_subdomain, Problem};
 use crate::journal::Undo;
 
@@ -103,12 +103,13 @@ impl Fault for ConfigmapMissing {
         ctx.restart_target("restart-workload").await
     }
 
-    async fn verify_fixed(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// In place while the workload's ConfigMap is missing.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let found: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("check-configmap"))?;
-        match found {
-            Some(_) => Ok(()),
-            None => Err(FaultError::Check { step: "check-configmap".into(), message: format!("ConfigMap {} is still missing", self.config_map) }),
-        }
+        Ok(match found {
+            Some(_) => Presence::Absent(format!("ConfigMap {} exists", self.config_map)),
+            None => Presence::Present(format!("ConfigMap {} is still missing", self.config_map)),
+        })
     }
 }
 

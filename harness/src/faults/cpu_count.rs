@@ -123,6 +123,27 @@ fn restore_file(path: &str, content: Option<&str>) -> String {
 }
 
 impl CpuCount {
+    /// The kubelet's own complaint (the fault is in place when the kubelet rejects the checkpoint), from its log, quoted in the record.
+    async fn kubelet_rejected(ctx: &Ctx) -> Result<(), FaultError> {
+        for attempt in 0..30 {
+            let out = ctx.probe("read-kubelet-log", Self::kubelet_error()).await?;
+            if ctx.dry_run {
+                return Ok(());
+            }
+            if let Some(line) = out.stdout.lines().find(|l| l.contains(KUBELET_ERROR)) {
+                ctx.note(format!("kubelet: {}", line.trim()));
+                return Ok(());
+            }
+            if attempt < 29 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        Err(FaultError::Check {
+            step: "read-kubelet-log".into(),
+            message: format!("the kubelet's log does not say {KUBELET_ERROR:?}: it did not reject the checkpoint"),
+        })
+    }
+
     fn flags(&self) -> [String; 2] {
         ["--cpu-manager-policy=static".into(), format!("--kube-reserved=cpu={}", self.kube_reserved_cpu)]
     }
@@ -290,29 +311,10 @@ impl Fault for CpuCount {
             None => ctx.rec().push(crate::record::Channel::Wait, format!("node {} Ready=Unknown (the node controller's verdict)", ctx.node.name())),
         }
         ctx.note("workloads on the node cannot be restarted: restart the workload");
-        ctx.restart_target("restart-workload").await
+        ctx.restart_target("restart-workload").await?;
+        Self::kubelet_rejected(ctx).await
     }
 
-    /// The kubelet's own complaint, from its log, quoted in the record.
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        for attempt in 0..30 {
-            let out = ctx.probe("read-kubelet-log", Self::kubelet_error()).await?;
-            if ctx.dry_run {
-                return Ok(());
-            }
-            if let Some(line) = out.stdout.lines().find(|l| l.contains(KUBELET_ERROR)) {
-                ctx.note(format!("kubelet: {}", line.trim()));
-                return Ok(());
-            }
-            if attempt < 29 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-        Err(FaultError::Check {
-            step: "read-kubelet-log".into(),
-            message: format!("the kubelet's log does not say {KUBELET_ERROR:?}: it did not reject the checkpoint"),
-        })
-    }
 }
 
 #[async_trait]
@@ -393,19 +395,24 @@ mod tests {
         let (ctx, fake) = ctx();
         fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-1\n"));
         fake.respond("node restart kubelet", out(1, "kubelet did not come up"));
+        fake.respond("Failed to start ContainerManager", out(0, "E1122 static policy invalid state: current set of available CPUs \"0-1\" doesn't match with CPUs in state \"0-3\"\n"));
         CpuCount::default().inject(&ctx).await.unwrap();
         assert_eq!(ctx.journal.snapshot().entries.len(), 1, "the undo is journalled");
         let lines = fake.lines();
         assert_eq!(
-            lines,
-            vec![
+            lines[..3],
+            [
                 format!("{NS} 60 cat /sys/devices/system/cpu/online"),
                 format!("{NS} 60 sh -c 'printf %s '\\''{{\"policyName\":\"static\",\"defaultCpuSet\":\"0-3\",\"checksum\":0}}'\\'' > /var/lib/faultlab/kubelet/cpu_manager_state'"),
                 format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"),
             ]
         );
+        // Last, after the workload's restart: the kubelet's own complaint, quoted (the fault is in place).
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert!(lines[3].contains("Failed to start ContainerManager"), "{}", lines[3]);
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
-        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+        let delete = api.iter().position(|l| l.starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web")).expect("the workload is restarted");
+        assert!(api[delete + 1..].iter().any(|l| l.starts_with("kubelet: E1122 static policy invalid state")), "{api:?}");
     }
 
     #[tokio::test]
@@ -418,13 +425,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn verify_quotes_the_kubelet_error() {
+    async fn inject_ends_quoting_the_kubelet_error() {
         let (ctx, fake) = ctx();
         fake.respond(
             "Failed to start ContainerManager",
             out(0, "E1122 static policy invalid state: current set of available CPUs \"0-1\" doesn't match with CPUs in state \"0-3\"\n"),
         );
-        CpuCount::default().verify_injected(&ctx).await.unwrap();
+        CpuCount::kubelet_rejected(&ctx).await.unwrap();
         let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(notes.iter().any(|n| n.starts_with("kubelet: E1122 static policy invalid state")), "{notes:?}");
     }

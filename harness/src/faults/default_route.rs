@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::cmd::Cmd;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -94,12 +94,13 @@ impl Fault for DefaultRoute {
         ctx.restart_target("restart-workload").await
     }
 
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let out = ctx.run("check-no-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
-        if !out.stdout.trim().is_empty() {
-            return Err(FaultError::Check { step: "check-no-default-route".into(), message: format!("the node still has {:?}", out.stdout.trim()) });
-        }
-        Ok(())
+    /// In place while the node has no default route.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
+        let out = ctx.run("check-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
+        Ok(match out.stdout.trim() {
+            "" => Presence::Present("the node has no default route".into()),
+            route => Presence::Absent(format!("the node has {route:?}")),
+        })
     }
 }
 
@@ -179,10 +180,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn verify_fails_while_a_default_route_is_there() {
+    async fn present_while_the_node_has_no_default_route() {
         let (ctx, fake) = ctx();
         fake.respond("ip route show default", Output { status: 0, stdout: "default via 10.213.0.1 dev fl-node\n".into(), stderr: String::new() });
-        assert!(DefaultRoute::default().verify_injected(&ctx).await.is_err());
+        let p = DefaultRoute::default().present(&ctx).await.unwrap();
+        assert_eq!(p, Presence::Absent("the node has \"default via 10.213.0.1 dev fl-node\"".into()));
+        fake.respond("ip route show default", Output::default());
+        assert_eq!(DefaultRoute::default().present(&ctx).await.unwrap(), Presence::Present("the node has no default route".into()));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{range, Problem};
 use crate::cmd::Cmd;
 
@@ -334,17 +334,14 @@ impl Fault for DiskFull {
         ctx.restart_target("restart-workload").await
     }
 
-    /// A directory cannot be made on the disk any more (ext4 keeps up to 4096 clusters for its own
-    /// metadata, reported free but not given to files or directories, so free blocks are not the test).
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// In place while containerd's disk has no room for a directory.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let disk = Disk::of(ctx);
         let out = ctx.probe("check-disk-full", Self::mkdir_probe(&disk)).await?;
-        if ctx.dry_run || out.stdout.contains("No space left on device") {
-            return Ok(());
-        }
-        Err(FaultError::Check {
-            step: "check-disk-full".into(),
-            message: format!("a directory can still be made on {}: {}", disk.mountpoint, out.stdout.trim()),
+        Ok(if out.stdout.contains("No space left on device") {
+            Presence::Present(format!("{} has no room: {}", disk.mountpoint, out.stdout.trim()))
+        } else {
+            Presence::Absent(format!("a directory can still be made on {}: {}", disk.mountpoint, out.stdout.trim()))
         })
     }
 }
@@ -423,15 +420,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn verify_needs_a_disk_where_no_directory_can_be_made() {
+    async fn present_while_no_directory_can_be_made_on_the_disk() {
         let (ctx, fake) = ctx();
         fake.respond("mkdir /var/lib/faultlab/containerd/.faultlab-disk-full-probe", out("made\n"));
-        assert!(DiskFull::default().verify_injected(&ctx).await.is_err());
+        assert!(matches!(DiskFull::default().present(&ctx).await.unwrap(), Presence::Absent(_)));
         fake.respond(
             "mkdir /var/lib/faultlab/containerd/.faultlab-disk-full-probe",
             out("mkdir: cannot create directory '/var/lib/faultlab/containerd/.faultlab-disk-full-probe': No space left on device\n"),
         );
-        DiskFull::default().verify_injected(&ctx).await.unwrap();
+        assert!(matches!(DiskFull::default().present(&ctx).await.unwrap(), Presence::Present(w) if w.contains("No space left on device")));
     }
 
     #[tokio::test]

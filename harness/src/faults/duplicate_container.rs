@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::cmd::{shell_join, Cmd};
 use crate::cri::{SandboxJson, SandboxListJson};
 
@@ -204,24 +204,18 @@ impl Fault for DuplicateContainer {
         Ok(())
     }
 
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// In place while the runtime holds a sandbox of the pod that the kubelet did not make.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let pod = self.pod(ctx, "check-duplicate").await?;
         let list = self.sandboxes(ctx, "check-duplicate", &pod).await?;
-        if !foreign(&list, &pod).iter().any(|s| s.ready()) {
-            return Err(FaultError::Check { step: "check-duplicate".into(), message: format!("no running duplicate sandbox of pod {}", pod.name) });
-        }
-        Ok(())
+        let left: Vec<String> = foreign(&list, &pod).iter().map(|s| format!("{} ({})", s.id, pod.sandbox_name(s.metadata.attempt))).collect();
+        Ok(if left.is_empty() {
+            Presence::Absent(format!("no duplicate sandbox of pod {}", pod.name))
+        } else {
+            Presence::Present(format!("the runtime holds {}", left.join(", ")))
+        })
     }
 
-    async fn verify_fixed(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let pod = self.pod(ctx, "check-duplicate-gone").await?;
-        let list = self.sandboxes(ctx, "check-duplicate-gone", &pod).await?;
-        let left: Vec<String> = foreign(&list, &pod).iter().map(|s| format!("{} ({})", s.id, pod.sandbox_name(s.metadata.attempt))).collect();
-        if !left.is_empty() {
-            return Err(FaultError::Check { step: "check-duplicate-gone".into(), message: format!("the runtime still holds {}", left.join(", ")) });
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::Cmd;
 
@@ -229,12 +229,15 @@ impl Fault for InotifyLimit {
         ctx.restart_target("restart-workload").await
     }
 
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// In place while the limit is below the value the fix sets.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let out = ctx.run("check-limit", Cmd::new(["cat", PROC_PATH])).await?;
-        if !ctx.dry_run && number("check-limit", &out.stdout)? >= self.value {
-            return Err(FaultError::Check { step: "check-limit".into(), message: format!("{SYSCTL} is {} already", out.stdout.trim()) });
-        }
-        Ok(())
+        let limit = number("check-limit", &out.stdout)?;
+        Ok(if limit < self.value {
+            Presence::Present(format!("{SYSCTL} is {limit}, below {}", self.value))
+        } else {
+            Presence::Absent(format!("{SYSCTL} is {limit}"))
+        })
     }
 }
 
@@ -350,12 +353,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn verify_fails_when_the_limit_is_high() {
+    async fn present_while_the_limit_is_below_the_fixed_value() {
         let (ctx, fake) = ctx();
         fake.respond("cat /proc/sys", out("65535\n"));
-        assert!(InotifyLimit::default().verify_injected(&ctx).await.is_err());
+        assert_eq!(InotifyLimit::default().present(&ctx).await.unwrap(), Presence::Absent("fs.inotify.max_user_instances is 65535".into()));
         fake.respond("cat /proc/sys", out("8\n"));
-        InotifyLimit::default().verify_injected(&ctx).await.unwrap();
+        assert_eq!(InotifyLimit::default().present(&ctx).await.unwrap(), Presence::Present("fs.inotify.max_user_instances is 8, below 65535".into()));
     }
 
     fn limit(value: u64, headroom: u64) -> InotifyLimit {

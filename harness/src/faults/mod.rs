@@ -2,7 +2,7 @@
 //!
 //! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
 //! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
-//! `verify_injected`, `kind_needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
+//! `present`, `kind_needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
 //! past the node container into the host says how in `host_wide_on_kind`, and one that does not says
 //! why in a comment. Then add one line to [`faults!`] below, and the
 //! scenario format, the schema and the CLI know it.
@@ -187,15 +187,11 @@ pub trait Fault: Send + Sync {
     /// Journal the undo, then break the node or the workload.
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError>;
 
-    /// Check on the node that the fault is really in place (default: the scenario's gates suffice).
-    async fn verify_injected(&self, _ctx: &Ctx) -> Result<(), FaultError> {
-        Ok(())
-    }
-
-    /// Check on the node or API that the fault itself is gone, not just its symptom (default: nothing
-    /// beyond the recovery gates). `faultlab check` uses it to tell a real fix from a workaround.
-    async fn verify_fixed(&self, _ctx: &Ctx) -> Result<(), FaultError> {
-        Ok(())
+    /// Is the fault itself in place, on the node or in the API (not its symptom)? One check, read both
+    /// ways: after `inject` it must be [`Presence::Present`], and `faultlab check` tells a real fix from
+    /// a workaround by it not being so. Default: [`Presence::Unknown`] (the scenario's gates decide).
+    async fn present(&self, _ctx: &Ctx) -> Result<Presence, FaultError> {
+        Ok(Presence::Unknown)
     }
 
     /// On kind, does this fault reach past the node container, and how? A kind node shares the host's
@@ -212,6 +208,17 @@ pub trait Fault: Send + Sync {
         true
     }
 
+}
+
+/// What [`Fault::present`] found, with what it saw, in words for the record and for trainees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// The fault cannot tell: the scenario's gates decide.
+    Unknown,
+    /// The fault is in place (`the node has no default route`).
+    Present(String),
+    /// The fault is gone (`the node has default via 198.18.213.1 dev fl-node`).
+    Absent(String),
 }
 
 /// A fault's documented fix, step by step.

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
 use crate::cmd::Cmd;
 
@@ -146,23 +146,17 @@ impl Fault for PauseMissing {
         ctx.restart_target("restart-workload").await
     }
 
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// In place while the node's sandbox image is missing from its containerd.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let image = Self::image(ctx);
-        let out = ctx.run("check-image-gone", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
-        if out.stdout.lines().any(|l| l.trim() == image) {
-            return Err(FaultError::Check { step: "check-image-gone".into(), message: format!("{image} is still on the node") });
-        }
-        Ok(())
+        let out = ctx.run("check-image", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
+        Ok(if out.stdout.lines().any(|l| l.trim() == image) {
+            Presence::Absent(format!("the sandbox image {image} is on the node"))
+        } else {
+            Presence::Present(format!("the sandbox image {image} is missing from the node"))
+        })
     }
 
-    async fn verify_fixed(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let image = Self::image(ctx);
-        let out = ctx.run("check-image-back", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
-        if !out.stdout.lines().any(|l| l.trim() == image) {
-            return Err(FaultError::Check { step: "check-image-back".into(), message: format!("the sandbox image {image} is still missing from the node") });
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -211,10 +205,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn verify_fails_while_the_image_is_listed() {
+    async fn present_while_the_image_is_not_listed() {
         let (ctx, fake) = ctx();
         fake.respond("images ls -q", crate::cmd::Output { status: 0, stdout: "faultlab.invalid/cce-pause:3.1\n".into(), stderr: String::new() });
-        assert!(PauseMissing::default().verify_injected(&ctx).await.is_err());
+        assert!(matches!(PauseMissing::default().present(&ctx).await.unwrap(), Presence::Absent(_)));
+        fake.respond("images ls -q", crate::cmd::Output::default());
+        assert!(matches!(PauseMissing::default().present(&ctx).await.unwrap(), Presence::Present(w) if w.contains("is missing from the node")));
     }
 
     fn fault(package: &str) -> PauseMissing {

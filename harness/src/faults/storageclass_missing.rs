@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
 use crate::journal::Undo;
@@ -268,13 +268,15 @@ impl Fault for StorageclassMissing {
         Ok(())
     }
 
-    async fn verify_injected(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("check-no-storageclass"))?;
-        if !classes.is_empty() {
-            let names: Vec<String> = classes.iter().filter_map(|c| c.metadata.name.clone()).collect();
-            return Err(FaultError::Check { step: "check-no-storageclass".into(), message: format!("the cluster still has StorageClass {}", names.join(", ")) });
-        }
-        Ok(())
+    /// In place while the cluster has no StorageClass.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
+        let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("check-storageclass"))?;
+        let names: Vec<String> = classes.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        Ok(if names.is_empty() {
+            Presence::Present("the cluster has no StorageClass".into())
+        } else {
+            Presence::Absent(format!("the cluster has StorageClass {}", names.join(", ")))
+        })
     }
 }
 
@@ -339,7 +341,8 @@ mod tests {
         let fault = StorageclassMissing::default();
         fault.prepare(&ctx).await.unwrap();
         fault.inject(&ctx).await.unwrap();
-        fault.verify_injected(&ctx).await.unwrap();
+        // A plan's API answers nothing: no class, so the fault is in place.
+        assert_eq!(fault.present(&ctx).await.unwrap(), Presence::Present("the cluster has no StorageClass".into()));
         for step in crate::faults::steps::all::<Step>() {
             fault.fix(step, &ctx).await.unwrap();
         }
