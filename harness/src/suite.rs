@@ -368,26 +368,16 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
     finish_provider(report).await
 }
 
-/// What a scenario may touch on a node, as text: images, routes, the inotify budget, kubelet's extra
-/// flags, CPU manager state, containerd's disk (its size and what lies at its top), and the sandboxes
-/// faultlab made as duplicates. Equal before and after a run means the node was restored.
+/// What any scenario may touch on a node, as text: every fault's footprint (images, routes, the
+/// inotify limit, the kubelet's flags and CPU manager state, containerd's disk, faultlab's duplicate
+/// sandboxes). Equal before and after a run means the node was restored.
 pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
     let access = node.access().expect("validated");
-    let ctr = crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv);
-    let pods = crate::cmd::shell_join(&node.crictl(["pods", "-o", "json"]).argv);
-    let duplicate = crate::faults::duplicate_container::DUPLICATE_LABEL;
-    let flags = node.kubelet.extra_flags_file.clone().unwrap_or_else(|| "/nonexistent".into());
-    let script = format!(
-        "echo '# images'; {ctr} | sort; echo '# routes'; ip route | sed 's/ linkdown//'; echo '# fs.inotify.max_user_instances'; \
-         cat /proc/sys/fs/inotify/max_user_instances; echo '# kubelet extra flags'; cat {flags} 2>/dev/null; \
-         echo '# cpu_manager_state'; cat {state} 2>/dev/null; echo; \
-         echo '# containerd disk'; stat -f -c '%b blocks of %S bytes' {disk}; ls -A {disk}; \
-         echo '# duplicate sandboxes'; {pods} | grep -c '\"{duplicate}\"' || true",
-        flags = shell_words::quote(&flags),
-        state = shell_words::quote(&node.cpu_manager_state().display().to_string()),
-        disk = shell_words::quote(node.disk.as_ref().map(|d| d.mountpoint.as_str()).unwrap_or(node.containerd.root.as_str())),
-    );
-    let cmd = crate::cmd::Cmd::shell(script);
+    let script: Vec<String> = crate::faults::FaultSpec::footprint(node)
+        .into_iter()
+        .map(|p| format!("echo {}; {}", shell_words::quote(&format!("# {}", p.title)), p.script))
+        .collect();
+    let cmd = crate::cmd::Cmd::shell(script.join("; "));
     let out = crate::cmd::run_host(&access.wrap(&cmd), None, crate::node::NodeAccess::host_timeout(&cmd), false).await?;
     Ok(out.stdout)
 }
@@ -412,6 +402,20 @@ mod tests {
 
     fn kind() -> ProviderChoice {
         ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None }
+    }
+
+    #[test]
+    fn node_state_is_every_faults_footprint_once() {
+        let node = crate::testbed::tests::sample_profile();
+        let probes = crate::faults::FaultSpec::footprint(&node);
+        let titles: Vec<&str> = probes.iter().map(|p| p.title).collect();
+        assert_eq!(
+            titles,
+            ["kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances"],
+            "disk-full and pause-missing both look at the images: once"
+        );
+        let images = &probes[3].script;
+        assert!(images.starts_with("ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images ls -q | sort"), "{images}");
     }
 
     #[test]

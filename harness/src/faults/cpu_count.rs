@@ -19,9 +19,10 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix};
+use super::{Ctx, Fault, FaultError, Fix, Probe};
 use crate::check::{quantity_milli, range, Problem};
 use crate::cmd::Cmd;
+use crate::node::NodeProfile;
 use crate::gates::{ConditionGate, NodeGate};
 
 /// The test bed's kubelet log (one `====` line per start); elsewhere the kubelet's journal is read.
@@ -181,6 +182,15 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for CpuCount {
+    /// The kubelet's extra flags (the static policy) and its CPU manager checkpoint.
+    fn footprint(node: &NodeProfile) -> Vec<Probe> {
+        let flags = node.kubelet.extra_flags_file.clone().unwrap_or_else(|| "/nonexistent".into());
+        vec![
+            Probe::new("kubelet extra flags", format!("cat {} 2>/dev/null", shell_words::quote(&flags))),
+            Probe::new("cpu_manager_state", format!("cat {} 2>/dev/null; echo", shell_words::quote(&node.cpu_manager_state().display().to_string()))),
+        ]
+    }
+
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // the CPU manager policy is the node kubelet's configuration, the checkpoint is a file in the node's
     // /var/lib/kubelet, and the restart is the node's own systemd restarting its kubelet. It only reads

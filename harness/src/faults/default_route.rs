@@ -16,8 +16,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::cmd::Cmd;
+use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -77,6 +78,11 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for DefaultRoute {
+    /// The node's routes (a link's `linkdown` flag comes and goes with its carrier, not with the fault).
+    fn footprint(_node: &NodeProfile) -> Vec<Probe> {
+        vec![Probe::new("routes", "ip route | sed 's/ linkdown//'")]
+    }
+
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // `ip route` runs in the node container's own network namespace (Docker gives each container one),
     // whose default route is not the host's; the host's routes and links are never named.

@@ -22,9 +22,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::check::{range, Problem};
 use crate::cmd::Cmd;
+use crate::node::NodeProfile;
 
 /// The name prefix of the unused images the fault imports: old releases of an app.
 pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
@@ -242,6 +243,16 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for DiskFull {
+    /// The node's images (unused ones are imported, then removed) and containerd's disk: its size and
+    /// what lies at its top (the fill file).
+    fn footprint(node: &NodeProfile) -> Vec<Probe> {
+        let disk = shell_words::quote(node.disk.as_ref().map(|d| d.mountpoint.as_str()).unwrap_or(node.containerd.root.as_str())).into_owned();
+        vec![
+            Probe::new("images", format!("{} | sort", crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv))),
+            Probe::new("containerd disk", format!("stat -f -c '%b blocks of %S bytes' {disk}; ls -A {disk}")),
+        ]
+    }
+
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();

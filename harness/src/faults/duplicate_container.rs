@@ -26,7 +26,8 @@ use k8s_openapi::api::core::v1::Pod;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use crate::node::NodeProfile;
 use crate::cmd::{shell_join, Cmd};
 use crate::cri::{SandboxJson, SandboxListJson};
 
@@ -172,6 +173,12 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for DuplicateContainer {
+    /// How many sandboxes faultlab made as duplicates the runtime still holds.
+    fn footprint(node: &NodeProfile) -> Vec<Probe> {
+        let pods = crate::cmd::shell_join(&node.crictl(["pods", "-o", "json"]).argv);
+        vec![Probe::new("duplicate sandboxes", format!("{pods} | grep -c '\"{DUPLICATE_LABEL}\"' || true"))]
+    }
+
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // the duplicate sandbox is made and removed through the node's own containerd (its CRI socket in
     // the node), so its pause process, cgroup and network namespace are the node container's children.

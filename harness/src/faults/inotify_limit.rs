@@ -17,9 +17,10 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::Cmd;
+use crate::node::NodeProfile;
 
 pub const SYSCTL: &str = "fs.inotify.max_user_instances";
 const PROC_PATH: &str = "/proc/sys/fs/inotify/max_user_instances";
@@ -146,6 +147,11 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for InotifyLimit {
+    /// The limit, as the node reads it.
+    fn footprint(_node: &NodeProfile) -> Vec<Probe> {
+        vec![Probe::new("fs.inotify.max_user_instances", format!("cat {PROC_PATH}"))]
+    }
+
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();

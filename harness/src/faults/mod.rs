@@ -16,7 +16,7 @@ use crate::check::Problem;
 use crate::cmd::{Cmd, CmdError, Output};
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::Node;
+use crate::node::{Node, NodeProfile};
 use crate::record::{Channel, Recorder};
 use crate::gates::Target;
 use crate::vars::Vars;
@@ -203,11 +203,34 @@ pub trait Fault: Send + Sync {
         None
     }
 
+    /// What the fault may change on a node, as probes whose output must be the same before and after a
+    /// run (the scenario trials compare them: equal means the node was restored). Default: nothing on
+    /// the node (a fault that acts through the API only).
+    fn footprint(_node: &NodeProfile) -> Vec<Probe>
+    where
+        Self: Sized,
+    {
+        Vec::new()
+    }
+
     /// Does the fault act on the node (so one training session at a time per node)? Default: yes.
     fn touches_node(&self) -> bool {
         true
     }
 
+}
+
+/// A read-only look at part of a node: a title and a shell command whose output is compared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub title: &'static str,
+    pub script: String,
+}
+
+impl Probe {
+    pub fn new(title: &'static str, script: impl Into<String>) -> Probe {
+        Probe { title, script: script.into() }
+    }
 }
 
 /// What [`Fault::present`] found, with what it saw, in words for the record and for trainees.
@@ -260,6 +283,17 @@ macro_rules! faults {
             /// Apply the fix step named `step` (a name [`FaultSpec::fix_steps`] gives).
             pub async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
                 match self { $(FaultSpec::$variant(f) => f.fix(steps::parse($name, step)?, ctx).await,)+ }
+            }
+
+            /// What any fault may change on `node`: every fault's footprint, each title once.
+            pub fn footprint(node: &NodeProfile) -> Vec<Probe> {
+                let mut probes: Vec<Probe> = Vec::new();
+                $(for p in <$ty as Fault>::footprint(node) {
+                    if !probes.iter().any(|q| q.title == p.title) {
+                        probes.push(p);
+                    }
+                })+
+                probes
             }
 
             /// The fault's parameter problems, at `fault.<name>.<parameter>`.

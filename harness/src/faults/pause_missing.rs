@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::check::Problem;
 use crate::cmd::Cmd;
+use crate::node::NodeProfile;
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
 pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
@@ -92,6 +93,11 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for PauseMissing {
+    /// The node's images (the sandbox image is removed, then imported again).
+    fn footprint(node: &NodeProfile) -> Vec<Probe> {
+        vec![Probe::new("images", format!("{} | sort", crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv)))]
+    }
+
     // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
     // it tags, exports and deletes images in the node's own containerd (`ctr` in the node), and the
     // node package it makes is one small tarball in the node's /opt. Nothing of the host's is named.
