@@ -230,6 +230,19 @@ impl Journal {
         self.save()
     }
 
+    /// The objects of `kind` that the undos re-create (each was journalled before it was deleted), in
+    /// the order they were recorded.
+    pub fn recreated(&self, kind: &str) -> Vec<serde_json::Value> {
+        let file = self.file.lock().unwrap();
+        file.entries
+            .iter()
+            .filter_map(|e| match &e.undo {
+                Undo::CreateObject { object, .. } if object["kind"] == kind => Some(object.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Keep a piece of the fault's state under `key` (on disk, with the undos).
     pub fn set_state(&self, key: &str, value: serde_json::Value) -> Result<(), JournalError> {
         self.file.lock().unwrap().fault_state.insert(key.to_string(), value);

@@ -539,7 +539,9 @@ fn check_workload_refs(s: &Scenario, docs: &[manifest::Doc], problems: &mut Vec<
             problems.push(Problem::new("workload.target.claim", format!("{claim:?}: the workload makes no such claim (it makes: {})", if claims.is_empty() { "none".to_string() } else { claims.join(", ") })));
         }
     }
-    for r in s.fault.fault().workload_refs() {
+    // A parameter that is no name at all is reported once, by the fault's check.
+    let refs = if s.fault.check().is_empty() { s.fault.fault().workload_refs() } else { Vec::new() };
+    for r in refs {
         if !docs.iter().any(|d| d.kind() == r.kind && d.name() == r.name) {
             let field = if r.field.is_empty() { format!("fault.{}", s.fault.name()) } else { format!("fault.{}.{}", s.fault.name(), r.field) };
             problems.push(Problem::new(field, format!("{} {:?}: the fault acts on it, but no manifest of the workload creates it", r.kind, r.name)));

@@ -25,18 +25,10 @@ impl ConfigmapMissing {
     /// The copy the owning controller would write again: kept in the journal (as the undo), so a fix
     /// applied by another process (`faultlab solution --apply`) writes the same data.
     fn saved(&self, ctx: &Ctx) -> Value {
-        let journal = ctx.journal.snapshot();
-        journal
-            .entries
-            .iter()
-            .find_map(|e| match &e.undo {
-                Undo::CreateObject { object, .. }
-                    if object["kind"] == "ConfigMap" && object["metadata"]["name"] == self.config_map.as_str() =>
-                {
-                    Some(object.clone())
-                }
-                _ => None,
-            })
+        ctx.journal
+            .recreated("ConfigMap")
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == self.config_map.as_str())
             .unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.config_map}}))
     }
 }
@@ -66,12 +58,8 @@ impl Fault for ConfigmapMissing {
             .collect()
     }
 
-    /// The ConfigMap it deletes must be one the workload creates (not when its name is no name at all:
-    /// `check` says so, once).
+    /// The ConfigMap it deletes must be one the workload creates.
     fn workload_refs(&self) -> Vec<WorkloadRef> {
-        if dns_subdomain("configMap", &self.config_map).is_some() {
-            return Vec::new();
-        }
         vec![WorkloadRef { field: "configMap", kind: "ConfigMap", name: self.config_map.clone() }]
     }
 
@@ -190,7 +178,6 @@ mod tests {
         assert!(problems[0].message.contains(message), "{}", problems[0].message);
         assert!(problems[0].message.ends_with("; it names the ConfigMap the fault deletes, which the workload's manifests create"), "{}", problems[0].message);
         assert_eq!(crate::faults::FaultSpec::ConfigmapMissing(fault(name)).check()[0].field, "fault.configmap-missing.configMap");
-        assert!(fault(name).workload_refs().is_empty(), "a name that is no name is reported once, by check");
     }
 
     #[tokio::test]

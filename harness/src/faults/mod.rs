@@ -169,7 +169,8 @@ pub trait Fault: Send + Sync {
     }
 
     /// Objects the fault acts on that the scenario's workload must create (the ConfigMap it deletes):
-    /// the loader checks that the workload's manifests have them. Default: none.
+    /// the loader checks that the workload's manifests have them, once `check` finds the parameters
+    /// sound. Default: none.
     fn workload_refs(&self) -> Vec<WorkloadRef> {
         Vec::new()
     }

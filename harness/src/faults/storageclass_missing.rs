@@ -21,7 +21,6 @@ use serde_json::{json, Value};
 use super::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
-use crate::journal::Undo;
 
 /// The annotation that makes a class the default one new claims get.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
@@ -80,15 +79,7 @@ impl StorageclassMissing {
     /// re-create a StorageClass (recorded before each delete), so a fix in another process
     /// (`faultlab solution --apply`) re-creates the same ones.
     fn saved(ctx: &Ctx) -> Vec<Value> {
-        ctx.journal
-            .snapshot()
-            .entries
-            .into_iter()
-            .filter_map(|e| match e.undo {
-                Undo::CreateObject { namespace: None, object } if object["kind"] == "StorageClass" => Some(object),
-                _ => None,
-            })
-            .collect()
+        ctx.journal.recreated("StorageClass")
     }
 
     /// The static volume's directory on the node, one per run.
