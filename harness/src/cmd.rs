@@ -77,6 +77,16 @@ pub struct Output {
 }
 
 impl Output {
+    /// A command that succeeded and printed `stdout`.
+    pub fn ok(stdout: impl Into<String>) -> Output {
+        Output { status: 0, stdout: stdout.into(), stderr: String::new() }
+    }
+
+    /// A command that failed with `status`.
+    pub fn failed(status: i32) -> Output {
+        Output { status, ..Output::default() }
+    }
+
     pub fn success(&self) -> bool {
         self.status == 0
     }

@@ -127,7 +127,10 @@ impl Run {
     pub fn plan(scenario: Loaded, node: NodeProfile, rec: Recorder) -> Run {
         let namespace = format!("fl-{}-<id>", scenario.name());
         let journal = Journal::in_memory(scenario.name());
-        let exec: Arc<dyn Executor> = FakeExecutor::new();
+        let exec = FakeExecutor::new();
+        for (needle, output) in scenario.scenario.fault.fault().plan_answers(&node) {
+            exec.respond(needle, output);
+        }
         Self::build(scenario, namespace, node, Kube::dry(rec), exec, journal, None, true)
     }
 

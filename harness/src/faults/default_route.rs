@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
-use crate::cmd::Cmd;
+use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -59,9 +59,6 @@ impl DefaultRoute {
             return Ok((g.clone(), d.clone()));
         }
         let out = ctx.run("read-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
-        if ctx.dry_run {
-            return Ok(("<gateway>".into(), p.gateway_device.clone().unwrap_or_else(|| "<device>".into())));
-        }
         parse_default(&out.stdout).ok_or_else(|| FaultError::Check {
             step: "read-default-route".into(),
             message: format!("node {} has no `default via ... dev ...` route to take away: {:?}", ctx.node.name(), out.stdout.trim()),
@@ -89,6 +86,12 @@ impl Fault for DefaultRoute {
 
     // `check` and `workload_refs` keep their defaults: the fault has no parameters (the route is the
     // node's own, read from its profile or the node), and acts on no object of the workload's.
+
+    /// A plan's node has a default route of placeholders (through the profile's device, if it names one).
+    fn plan_answers(&self, node: &NodeProfile) -> Vec<(&'static str, Output)> {
+        let device = node.gateway_device.as_deref().unwrap_or("<device>");
+        vec![("ip route show default", Output::ok(format!("default via <gateway> dev {device}\n")))]
+    }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let (gateway, device) = self.current(ctx).await?;

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
-use crate::cmd::Cmd;
+use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;
 
 pub const SYSCTL: &str = "fs.inotify.max_user_instances";
@@ -126,7 +126,7 @@ impl InotifyLimit {
     async fn in_use(&self, ctx: &Ctx) -> Result<u64, FaultError> {
         if ctx.node.profile.container.is_none() {
             let out = ctx.run("count-inotify-instances", count_in_use()).await?;
-            return if ctx.dry_run { Ok(6) } else { number("count-inotify-instances", &out.stdout) };
+            return number("count-inotify-instances", &out.stdout);
         }
         if ctx.dry_run {
             ctx.note("count the inotify instances of every root process on this host (/proc/*/fd): the limit is the host's");
@@ -189,6 +189,11 @@ impl Fault for InotifyLimit {
         ))
     }
 
+    /// A plan's node: root holds 6 instances, the limit is 128 (Debian's default).
+    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+        vec![("anon_inode:inotify", Output::ok("6\n")), (PROC_PATH, Output::ok("128\n"))]
+    }
+
     /// Count the instances root holds before the workload exists (on kind: on the host, see `in_use`).
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let in_use = self.in_use(ctx).await?;
@@ -198,8 +203,7 @@ impl Fault for InotifyLimit {
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("lower-limit")?;
         let out = ctx.run("read-limit", Cmd::new(["cat", PROC_PATH])).await?;
-        // A plan has no node: show the commands with a sample value.
-        let original = if ctx.dry_run { 128 } else { number("read-limit", &out.stdout)? };
+        let original = number("read-limit", &out.stdout)?;
         ctx.undo_on_node(&format!("restore {SYSCTL}={original}"), set(original))?;
         let in_use = match ctx.kept::<u64>(BASELINE) {
             Some(n) => n,
@@ -214,13 +218,13 @@ impl Fault for InotifyLimit {
                 ),
             });
         };
-        if lowered >= original && !ctx.dry_run {
+        if lowered >= original {
             return Err(FaultError::Check {
                 step: "lower-limit".into(),
                 message: format!("root holds {in_use} inotify instances and the limit is {original}: lowering it to {lowered} would not lower it"),
             });
         }
-        if lowered >= self.value && !ctx.dry_run {
+        if lowered >= self.value {
             return Err(FaultError::Check {
                 step: "lower-limit".into(),
                 message: format!(

@@ -204,6 +204,13 @@ pub trait Fault: Send + Sync {
         None
     }
 
+    /// What the node answers in a plan, where nothing runs: (a substring of a command line, its
+    /// output). A plan runs the same code as a run against these answers (default: every command
+    /// succeeds with no output), so the fault needs no branch of its own for plans.
+    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+        Vec::new()
+    }
+
     /// What the fault may change on a node, as probes whose output must be the same before and after a
     /// run (the scenario trials compare them: equal means the node was restored). Default: nothing on
     /// the node (a fault that acts through the API only).
