@@ -1,25 +1,25 @@
-//! What a fault needs from the platform, as data: the fault states it, the platform turns it into its
-//! own configuration (kind composes its cluster config and node bootstrap from it). Faults depend on
-//! this module, never on a provider.
+//! What a fault needs from the platform its node runs on, as data. The fault states it; each platform
+//! turns it into its own terms: kind composes its cluster config and node bootstrap from it
+//! (`provider::kind`); the test bed has all of it already (its own containerd disk, a kubelet
+//! flags file, local images), and a fault adjusts the test bed itself in `prepare` where it must.
+//! Faults depend on this module, never on a provider.
 
-use serde_json::Value;
-
-use crate::cmd::Cmd;
-
-/// What a scenario needs from a kind cluster. Faults declare it; the provider composes the config.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KindNeeds {
-    /// TOML fragments for containerd's config.
-    pub containerd_config_patches: Vec<String>,
-    /// KubeletConfiguration fields merged into the kubelet's config.
-    pub kubelet_config: Option<Value>,
-    /// Disable kindnet (the scenario brings its own CNI).
-    pub disable_default_cni: bool,
-    /// Commands to run on each node as soon as its container exists, while kind is still creating it.
-    pub node_bootstrap: Vec<Cmd>,
-    /// The sandbox image the node will be configured with, if the scenario changes it.
-    pub sandbox_image: Option<String>,
-    /// Room the fault takes on the host's disk, in MiB, under Docker's root (a loop file in a node's
-    /// volume): checked before the cluster is created.
-    pub host_disk_mib: u64,
+/// A fault's needs. The default needs nothing of the platform.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The node's containerd uses this local sandbox image, made on the node from its own pause image
+    /// before the workload starts (so the fault can remove it, and the fix import it again).
+    pub local_sandbox_image: Option<String>,
+    /// The kubelet runs the static CPU manager policy with this much CPU reserved (`500m`).
+    pub static_cpu_manager: Option<String>,
+    /// containerd's root is a disk of its own of this many MiB (a loop file), so that filling it fills
+    /// only that disk.
+    pub containerd_disk_mib: Option<u64>,
+    /// The kubelet neither evicts pods for a full image disk nor collects unused images.
+    pub no_image_gc: bool,
+    /// No default CNI: the scenario brings its own.
+    pub no_default_cni: bool,
+    /// What the fault writes to the node's disk beyond the containerd disk, at most, in MiB (on kind
+    /// the node's disk is the host's).
+    pub disk_writes_mib: u64,
 }

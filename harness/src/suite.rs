@@ -62,7 +62,7 @@ pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool, node_image: Opti
         arch,
         configs_dir: crate::scenario::workspace_root().join("kind-configs"),
         keep,
-        needs: scenario.scenario.fault.fault().kind_needs(),
+        needs: crate::provider::kind::KindNeeds::of(&scenario.scenario.fault.fault().needs()),
         node_image,
         image_info: Default::default(),
     }

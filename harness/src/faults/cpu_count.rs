@@ -212,14 +212,8 @@ impl Fault for CpuCount {
 
     /// kind: the static policy from the start, with CPU reserved for the daemons (the policy refuses
     /// to start without), and the kubelet restarted by systemd as on a CCE node.
-    fn kind_needs(&self) -> crate::needs::KindNeeds {
-        crate::needs::KindNeeds {
-            kubelet_config: Some(serde_json::json!({
-                "cpuManagerPolicy": "static",
-                "kubeReserved": {"cpu": self.kube_reserved_cpu},
-            })),
-            ..Default::default()
-        }
+    fn needs(&self) -> crate::needs::Needs {
+        crate::needs::Needs { static_cpu_manager: Some(self.kube_reserved_cpu.clone()), ..Default::default() }
     }
 
     /// A plan's node: 2 CPUs online, no flags file or checkpoint yet, and a kubelet whose log has the
@@ -468,11 +462,8 @@ mod tests {
     }
 
     #[test]
-    fn kind_gets_the_static_policy_in_the_kubelet_config() {
-        let needs = CpuCount::default().kind_needs();
-        let cfg = needs.kubelet_config.unwrap();
-        assert_eq!(cfg["cpuManagerPolicy"], "static");
-        assert_eq!(cfg["kubeReserved"]["cpu"], "500m");
+    fn needs_the_static_policy_with_the_reserved_cpu() {
+        assert_eq!(CpuCount::default().needs().static_cpu_manager.as_deref(), Some("500m"));
     }
 
     fn cpu_count(previous_cpus: Option<u32>, reserved: &str) -> CpuCount {

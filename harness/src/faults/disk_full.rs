@@ -15,7 +15,7 @@
 //! alone recovers the pod.
 //!
 //! The disk: the node profile's `disk` (the test bed's 1 GiB loop mount), else containerd's root (kind:
-//! made a loop mount of its own when the node boots, see `kind_needs`).
+//! made a loop mount of its own when the node boots, from the fault's `needs`).
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -33,8 +33,8 @@ pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
 /// Where image tarballs are made: on the node, never on the disk being filled.
 pub const WORK_PREFIX: &str = "/var/tmp/faultlab-disk-full.";
-/// kind: the loop file containerd's root is moved onto when the node boots.
-pub const KIND_BACKING_FILE: &str = "/var/lib/faultlab-containerd.ext4";
+/// The size of the containerd disk the fault needs where the platform makes one (kind; the test bed
+/// has its own of 1 GiB).
 const KIND_DISK_MIB: u64 = 3072;
 
 fn default_images() -> u32 {
@@ -85,15 +85,19 @@ pub struct Disk {
 }
 
 impl Disk {
-    pub fn of(ctx: &Ctx) -> Disk {
+    /// The node's own containerd disk (the test bed's loop disk, or the one kind's bootstrap makes for
+    /// this fault's needs). A node without one is refused: filling containerd's root there would fill
+    /// whatever disk it is on.
+    pub fn of(ctx: &Ctx) -> Result<Disk, FaultError> {
         match &ctx.node.profile.disk {
-            Some(d) => Disk { mountpoint: d.mountpoint.clone(), backing_file: d.backing_file.clone(), device: d.device.clone(), size_mib: d.size_mib },
-            None => Disk {
-                mountpoint: ctx.node.profile.containerd.root.clone(),
-                backing_file: KIND_BACKING_FILE.into(),
-                device: None,
-                size_mib: KIND_DISK_MIB,
-            },
+            Some(d) => Ok(Disk { mountpoint: d.mountpoint.clone(), backing_file: d.backing_file.clone(), device: d.device.clone(), size_mib: d.size_mib }),
+            None => Err(FaultError::Check {
+                step: "find-disk".into(),
+                message: format!(
+                    "node {} has no disk of its own for containerd (its profile names none): disk-full fills only such a disk, never the one containerd's root happens to be on",
+                    ctx.node.name()
+                ),
+            }),
         }
     }
 
@@ -288,26 +292,15 @@ impl Fault for DiskFull {
         ))
     }
 
-    /// kind: containerd's root moved onto a loop-mounted ext4 file of its own inside the node, as soon
-    /// as the node container exists (before kubeadm starts containers), so that filling it fills only
-    /// that file and `expand-disk` has a loop disk to grow; the node keeps the kubelet's disk
-    /// thresholds at the levels the scenario explains (no imagefs eviction, image GC off).
-    fn kind_needs(&self) -> crate::needs::KindNeeds {
-        let f = KIND_BACKING_FILE;
-        let script = format!(
-            "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
-             set -e; truncate -s {KIND_DISK_MIB}M {f}; mkfs.ext4 -q -F {f}; systemctl stop containerd; \
-             mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a /var/lib/containerd/. /mnt/faultlab-disk/; \
-             umount /mnt/faultlab-disk; mount -o loop {f} /var/lib/containerd; systemctl start containerd"
-        );
-        crate::needs::KindNeeds {
-            node_bootstrap: vec![Cmd::shell(script).timeout(Duration::from_secs(240))],
-            host_disk_mib: self.host_disk_mib(),
-            kubelet_config: Some(serde_json::json!({
-                "evictionHard": {"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"},
-                "imageGCHighThresholdPercent": 100,
-                "imageGCLowThresholdPercent": 99,
-            })),
+    /// A disk of containerd's own (on kind: a loop-mounted ext4 file in the node, made before kubeadm
+    /// starts containers), so that filling it fills only that disk and `expand-disk` has a loop disk to
+    /// grow; the kubelet's disk thresholds at the levels the scenario explains (no imagefs eviction,
+    /// image GC off); and what the fault writes beside it (expand-disk's growth, one image tarball).
+    fn needs(&self) -> crate::needs::Needs {
+        crate::needs::Needs {
+            containerd_disk_mib: Some(KIND_DISK_MIB),
+            no_image_gc: true,
+            disk_writes_mib: self.expand_mib.saturating_add(self.tarball_mib()),
             ..Default::default()
         }
     }
@@ -319,7 +312,7 @@ impl Fault for DiskFull {
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("fill")?;
-        let disk = Disk::of(ctx);
+        let disk = Disk::of(ctx)?;
         let out = ctx.run("read-free-space", free_space(&disk.mountpoint)).await?;
         let (blocks, bsize) = parse_free(&out.stdout).ok_or_else(|| FaultError::Check {
             step: "read-free-space".into(),
@@ -348,7 +341,7 @@ impl Fault for DiskFull {
 
     /// In place while containerd's disk has no room for a directory.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
-        let disk = Disk::of(ctx);
+        let disk = Disk::of(ctx)?;
         let out = ctx.probe("check-disk-full", Self::mkdir_probe(&disk)).await?;
         Ok(if out.stdout.contains("No space left on device") {
             Presence::Present(format!("{} has no room: {}", disk.mountpoint, out.stdout.trim()))
@@ -364,7 +357,7 @@ impl Fix for DiskFull {
 
     async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
         let step = super::steps::Steps::name(which);
-        let disk = Disk::of(ctx);
+        let disk = Disk::of(ctx)?;
         match which {
             Step::RemoveUnusedImages => {
                 self.refuse_bad_parameters(step)?;
@@ -463,14 +456,19 @@ mod tests {
         assert!(lines[1].contains("losetup -c /dev/loop0; resize2fs /dev/loop0"), "{}", lines[1]);
     }
 
+    #[tokio::test]
+    async fn a_node_without_a_disk_of_its_own_is_refused_before_anything_runs() {
+        let (mut ctx, fake) = ctx();
+        ctx.node.profile.disk = None;
+        let err = DiskFull::default().inject(&ctx).await.unwrap_err().to_string();
+        assert!(err.starts_with("find-disk: node faultlab-node has no disk of its own for containerd"), "{err}");
+        assert!(fake.lines().is_empty() && ctx.journal.snapshot().entries.is_empty());
+    }
+
     #[test]
-    fn kind_moves_containerd_onto_a_loop_disk_and_keeps_gc_and_eviction_off() {
-        let needs = DiskFull::default().kind_needs();
-        let boot = &needs.node_bootstrap[0].argv[2];
-        assert!(boot.contains("mount -o loop /var/lib/faultlab-containerd.ext4 /var/lib/containerd"), "{boot}");
-        let k = needs.kubelet_config.unwrap();
-        assert_eq!(k["imageGCHighThresholdPercent"], 100);
-        assert_eq!(k["evictionHard"]["imagefs.available"], "0%");
+    fn needs_a_containerd_disk_of_its_own_with_gc_and_eviction_off() {
+        let needs = DiskFull::default().needs();
+        assert_eq!(needs, crate::needs::Needs { containerd_disk_mib: Some(3072), no_image_gc: true, disk_writes_mib: 512 + 307, ..Default::default() });
     }
 
     #[test]
@@ -478,7 +476,8 @@ mod tests {
         // 3072 MiB loop file, grown by 512, and one 307 MiB tarball (80 % of 3072 over 4 images, twice).
         let fault = DiskFull::default();
         assert_eq!(fault.host_disk_mib(), 3072 + 512 + 307);
-        assert_eq!(fault.kind_needs().host_disk_mib, fault.host_disk_mib());
+        let needs = fault.needs();
+        assert_eq!(needs.containerd_disk_mib.unwrap() + needs.disk_writes_mib, fault.host_disk_mib());
         let reach = fault.host_wide_on_kind().expect("disk-full reaches the host on kind");
         assert!(reach.starts_with("containerd's root is moved onto a 3072 MiB loop file in the node's /var, which is a Docker volume on the host's disk"), "{reach}");
         assert!(reach.contains("up to 307 MiB") && reach.contains("by 512 MiB") && reach.contains("has 3891 MiB free and 1 GiB to spare"), "{reach}");
@@ -520,7 +519,7 @@ mod tests {
         assert_eq!(huge.refs().len(), MAX_IMAGES as usize, "bounded, not 4294967295 strings");
         assert_eq!(huge.host_disk_mib(), u64::MAX, "saturates");
         assert!(huge.host_wide_on_kind().is_some());
-        assert_eq!(huge.kind_needs().host_disk_mib, u64::MAX);
+        assert_eq!(huge.needs().disk_writes_mib, u64::MAX);
         // 80 % over 4 images stored twice is a tenth, computed without overflowing.
         assert_eq!(DiskFull::default().layer_mib(u64::MAX), (u64::MAX / 10) >> 20);
         assert_eq!(disk_full(u32::MAX, 512).layer_mib(960 << 20), 1, "at least 1 MiB");

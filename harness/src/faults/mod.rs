@@ -2,7 +2,7 @@
 //!
 //! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
 //! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
-//! `present`, `kind_needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
+//! `present`, `needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
 //! past the node container into the host says how in `host_wide_on_kind`, and one that does not says
 //! why in a comment. Then add one line to [`faults!`] below, and the
 //! scenario format, the schema and the CLI know it.
@@ -175,8 +175,9 @@ pub trait Fault: Send + Sync {
         Vec::new()
     }
 
-    /// What a kind cluster needs for this fault (default: nothing special).
-    fn kind_needs(&self) -> crate::needs::KindNeeds {
+    /// What the fault needs from the platform (a local sandbox image, the static CPU manager, a disk of
+    /// containerd's own, ...), which each platform provides in its own way (default: nothing).
+    fn needs(&self) -> crate::needs::Needs {
         Default::default()
     }
 

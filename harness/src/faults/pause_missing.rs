@@ -111,20 +111,8 @@ impl Fault for PauseMissing {
     /// On kind a deleted sandbox image would simply be pulled again. As the documented `cce-pause:3.1`
     /// is, make it unpullable: point containerd at a local-only name, and tag the node's bundled pause
     /// image with it as soon as the node container exists (before kubelet needs a sandbox).
-    fn kind_needs(&self) -> crate::needs::KindNeeds {
-        let tag = KIND_SANDBOX_IMAGE;
-        let script = format!(
-            "for i in $(seq 1 170); do src=$(ctr -n k8s.io images ls -q 2>/dev/null | grep -E '/pause:' | grep -v '^{tag}$' | head -n1); \
-             if [ -n \"$src\" ] && ctr -n k8s.io images tag --force \"$src\" {tag}; then exit 0; fi; sleep 1; done; exit 1"
-        );
-        crate::needs::KindNeeds {
-            containerd_config_patches: vec![format!(
-                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{tag}\"\n"
-            )],
-            node_bootstrap: vec![Cmd::shell(script).timeout(std::time::Duration::from_secs(180))],
-            sandbox_image: Some(tag.to_string()),
-            ..Default::default()
-        }
+    fn needs(&self) -> crate::needs::Needs {
+        crate::needs::Needs { local_sandbox_image: Some(KIND_SANDBOX_IMAGE.into()), ..Default::default() }
     }
 
     /// kind nodes have no node package: make one from the sandbox image the node holds, so the

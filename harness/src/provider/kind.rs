@@ -19,9 +19,9 @@ use k8s_openapi::api::core::v1::{Node, NodeSystemInfo};
 use serde_json::{json, Value};
 
 use super::{Cluster, Ownership, Provider, ProviderError};
-use crate::cmd;
+use crate::cmd::{self, Cmd};
 use crate::kube_ops::Kube;
-use crate::node::{ContainerdProfile, ImageSet, KubeletProfile, NodeProfile};
+use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile};
 use crate::record::{Channel, Recorder};
 
 /// kind's label on node containers.
@@ -74,7 +74,83 @@ impl Arch {
     }
 }
 
-pub use crate::needs::KindNeeds;
+pub use crate::needs::Needs;
+
+/// A scenario's [`Needs`] in kind's terms: config patches, node bootstrap commands, the sandbox image
+/// and the room the run takes on the host's disk.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KindNeeds {
+    /// TOML fragments for containerd's config.
+    pub containerd_config_patches: Vec<String>,
+    /// KubeletConfiguration fields merged into the kubelet's config.
+    pub kubelet_config: Option<Value>,
+    /// Disable kindnet (the scenario brings its own CNI).
+    pub disable_default_cni: bool,
+    /// Commands to run on each node as soon as its container exists, while kind is still creating it.
+    pub node_bootstrap: Vec<Cmd>,
+    /// The sandbox image the node will be configured with, if the scenario changes it.
+    pub sandbox_image: Option<String>,
+    /// The size of containerd's own disk, in MiB, if the scenario needs one (at [`DISK_BACKING_FILE`]).
+    pub containerd_disk_mib: Option<u64>,
+    /// Room the run takes on the host's disk, in MiB, under Docker's root (a loop file in a node's
+    /// volume, and what the fault writes): checked before the cluster is created.
+    pub host_disk_mib: u64,
+}
+
+/// kind: the loop file containerd's root is moved onto when a scenario needs a containerd disk.
+pub const DISK_BACKING_FILE: &str = "/var/lib/faultlab-containerd.ext4";
+/// kind: containerd's root.
+pub const CONTAINERD_ROOT: &str = "/var/lib/containerd";
+
+impl KindNeeds {
+    /// A fault's needs in kind's terms.
+    pub fn of(needs: &Needs) -> KindNeeds {
+        let mut k = KindNeeds { disable_default_cni: needs.no_default_cni, ..Default::default() };
+        if let Some(tag) = &needs.local_sandbox_image {
+            // containerd is told to use the tag; the node makes it from its own pause image as soon as
+            // containerd has one (kind's images are preloaded; a node image may import them at boot).
+            k.containerd_config_patches.push(format!("[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{tag}\"\n"));
+            k.node_bootstrap.push(
+                Cmd::shell(format!(
+                    "for i in $(seq 1 170); do src=$(ctr -n k8s.io images ls -q 2>/dev/null | grep -E '/pause:' | grep -v '^{tag}$' | head -n1); \
+                     if [ -n \"$src\" ] && ctr -n k8s.io images tag --force \"$src\" {tag}; then exit 0; fi; sleep 1; done; exit 1"
+                ))
+                .timeout(Duration::from_secs(180)),
+            );
+            k.sandbox_image = Some(needs.local_sandbox_image.clone().unwrap_or_default());
+        }
+        let mut kubelet = serde_json::Map::new();
+        if let Some(reserved) = &needs.static_cpu_manager {
+            kubelet.insert("cpuManagerPolicy".into(), json!("static"));
+            kubelet.insert("kubeReserved".into(), json!({"cpu": reserved}));
+        }
+        if needs.no_image_gc {
+            kubelet.insert("evictionHard".into(), json!({"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"}));
+            kubelet.insert("imageGCHighThresholdPercent".into(), json!(100));
+            kubelet.insert("imageGCLowThresholdPercent".into(), json!(99));
+        }
+        if !kubelet.is_empty() {
+            k.kubelet_config = Some(Value::Object(kubelet));
+        }
+        if let Some(mib) = needs.containerd_disk_mib {
+            // Before kubeadm starts containers: containerd's root moves onto a loop-mounted ext4 file
+            // of its own inside the node.
+            let f = DISK_BACKING_FILE;
+            k.node_bootstrap.push(
+                Cmd::shell(format!(
+                    "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
+                     set -e; truncate -s {mib}M {f}; mkfs.ext4 -q -F {f}; systemctl stop containerd; \
+                     mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a {CONTAINERD_ROOT}/. /mnt/faultlab-disk/; \
+                     umount /mnt/faultlab-disk; mount -o loop {f} {CONTAINERD_ROOT}; systemctl start containerd"
+                ))
+                .timeout(Duration::from_secs(240)),
+            );
+        }
+        k.containerd_disk_mib = needs.containerd_disk_mib;
+        k.host_disk_mib = needs.containerd_disk_mib.unwrap_or(0).saturating_add(needs.disk_writes_mib);
+        k
+    }
+}
 
 /// `docker info --format '{{.DockerRootDir}}'`: where Docker keeps volumes, on the host.
 pub fn docker_root_argv() -> Vec<String> {
@@ -342,7 +418,7 @@ impl Kind {
             containerd: ContainerdProfile {
                 address: "/run/containerd/containerd.sock".into(),
                 namespace: "k8s.io".into(),
-                root: "/var/lib/containerd".into(),
+                root: CONTAINERD_ROOT.into(),
                 config: "/etc/containerd/config.toml".into(),
                 sandbox_image: sandbox.clone(),
                 restart: vec!["systemctl".into(), "restart".into(), "containerd".into()],
@@ -355,7 +431,12 @@ impl Kind {
             },
             // kindest/node carries crictl, configured by /etc/crictl.yaml; other images say theirs.
             crictl: info.crictl.map(|c| vec![c]),
-            disk: None,
+            disk: self.needs.containerd_disk_mib.map(|size_mib| DiskProfile {
+                mountpoint: CONTAINERD_ROOT.into(),
+                backing_file: DISK_BACKING_FILE.into(),
+                device: None,
+                size_mib,
+            }),
             node_package: Some("/opt/cloud/cce/package/node-package/pause-3.1.tgz".into()),
             images: ImageSet { pause: sandbox, busybox, more: images },
         }
@@ -671,6 +752,28 @@ mod tests {
         assert!(config["containerdConfigPatches"][0].as_str().unwrap().contains("sandbox_image"));
         let kubelet = config["kubeadmConfigPatches"][0].as_str().unwrap();
         assert!(kubelet.contains("kind: KubeletConfiguration") && kubelet.contains("cpuManagerPolicy: static"), "{kubelet}");
+    }
+
+    #[test]
+    fn each_need_in_kinds_terms() {
+        assert_eq!(KindNeeds::of(&Needs::default()), KindNeeds::default(), "nothing needed, nothing composed");
+        let sandbox = KindNeeds::of(&Needs { local_sandbox_image: Some("faultlab.invalid/cce-pause:3.1".into()), ..Default::default() });
+        assert_eq!(sandbox.containerd_config_patches, ["[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"faultlab.invalid/cce-pause:3.1\"\n"]);
+        assert!(sandbox.node_bootstrap[0].argv[2].contains("ctr -n k8s.io images tag --force \"$src\" faultlab.invalid/cce-pause:3.1"), "{:?}", sandbox.node_bootstrap);
+        assert_eq!(sandbox.sandbox_image.as_deref(), Some("faultlab.invalid/cce-pause:3.1"));
+        let cpu = KindNeeds::of(&Needs { static_cpu_manager: Some("500m".into()), ..Default::default() });
+        assert_eq!(cpu.kubelet_config, Some(json!({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}})));
+        let disk = KindNeeds::of(&Needs { containerd_disk_mib: Some(3072), no_image_gc: true, disk_writes_mib: 819, ..Default::default() });
+        assert!(disk.node_bootstrap[0].argv[2].contains("truncate -s 3072M /var/lib/faultlab-containerd.ext4"), "{:?}", disk.node_bootstrap);
+        assert!(disk.node_bootstrap[0].argv[2].contains("mount -o loop /var/lib/faultlab-containerd.ext4 /var/lib/containerd"));
+        let k = disk.kubelet_config.clone().unwrap();
+        assert_eq!((k["imageGCHighThresholdPercent"].clone(), k["evictionHard"]["imagefs.available"].clone()), (json!(100), json!("0%")));
+        assert_eq!(disk.host_disk_mib, 3072 + 819);
+        // The node's profile names the disk, where disk-full finds it.
+        let p = kind(Arch::Amd64, disk).node_profile("n");
+        let d = p.disk.unwrap();
+        assert_eq!((d.mountpoint.as_str(), d.backing_file.as_str(), d.size_mib), ("/var/lib/containerd", "/var/lib/faultlab-containerd.ext4", 3072));
+        assert!(KindNeeds::of(&Needs { no_default_cni: true, ..Default::default() }).disable_default_cni);
     }
 
     fn kind(arch: Arch, needs: KindNeeds) -> Kind {
