@@ -38,9 +38,11 @@ FK_ADDRESS_POOL=198.18.236.0/22
 FK_KIND_VERSION=0.27.0
 FK_PACKAGES=(docker.io mmdebstrap jq)
 # Host paths that `docker run` of a kind node creates when they are missing (kind mounts /lib/modules
-# read-only into every node) or that dockerd writes whatever its flags say (its trust key; the directory
-# itself belongs to the docker.io package).
-FK_FIXED_HOST_PATHS=(/lib/modules /etc/docker/key.json)
+# read-only into every node), that dockerd writes whatever its flags say (its trust key; the directory
+# itself belongs to the docker.io package), and that the containerd dockerd starts uses whatever its
+# root and state say (containerd 1.6: shim sockets under /run/containerd/s, the `opt` plugin's
+# /opt/containerd; seen on a fresh machine, where they did not exist before).
+FK_FIXED_HOST_PATHS=(/lib/modules /etc/docker/key.json /run/containerd /opt/containerd)
 
 # ------------------------------------------------------------ packages ----
 # docker.io from bookworm (20.10), kind 0.27.0 from trixie (pinned: only `kind` comes from there).
@@ -121,7 +123,8 @@ fk_dockerd_pid() {
   fi
 }
 
-# Record which fixed host paths are missing before the first node runs, so down removes exactly those.
+# Record which fixed host paths are missing before the first node runs, so down removes exactly those,
+# and the host-global sysctls a kubelet sets, so down puts them back.
 fk_record_host() {
   local p
   [ -d "$FK_HOSTREC" ] && return 0
@@ -130,6 +133,8 @@ fk_record_host() {
     [ -e "$p" ] || printf '%s\n' "$p" >>"$FK_HOSTREC/absent-paths"
   done
   touch "$FK_HOSTREC/absent-paths"
+  # Every kind node's kubelet sets the host's kernel tunables (the node shares the host's kernel).
+  fl_record_sysctls "$FK_HOSTREC"
 }
 
 fk_start_dockerd() {

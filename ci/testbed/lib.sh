@@ -67,6 +67,29 @@ FL_PACKAGES=(golang-1.15-go etcd-server containerd runc containernetworking-plug
 FL_KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
+# Record the values of FL_KUBELET_SYSCTLS in DIR (sysctl.<name>), each once: the first record wins.
+# Every kubelet that shares the host's kernel sets them (the test bed's, and a kind node's: /proc/sys
+# is writable in a privileged container and these are not namespaced).
+fl_record_sysctls() {
+  local dir=$1 s
+  mkdir -p "$dir"
+  for s in "${FL_KUBELET_SYSCTLS[@]}"; do
+    [ -f "$dir/sysctl.$s" ] || sysctl -n "$s" >"$dir/sysctl.$s"
+  done
+}
+
+# Put back what fl_record_sysctls recorded in DIR.
+fl_restore_sysctls() {
+  local dir=$1 s f v
+  for s in "${FL_KUBELET_SYSCTLS[@]}"; do
+    f=$dir/sysctl.$s
+    if [ -s "$f" ]; then
+      v=$(cat "$f")
+      [ "$(sysctl -n "$s")" = "$v" ] || sysctl -qw "$s=$v"
+    fi
+  done
+}
+
 # Directories at fixed host paths that Kubernetes 1.20 / containerd 1.6 write to whatever we
 # configure: pod logs (kubelet), device-plugin socket dir (kubelet, hard-coded), CNI result cache
 # (containerd's go-cni), shim sockets /run/containerd/s (containerd 1.6, hard-coded).
@@ -793,12 +816,10 @@ fl_setup_disk() {
 #   cni-netns-before   the cni-* network namespaces that existed before (none of them is ours)
 fl_record_host() {
   mkdir -p "$FL_HOSTREC"
-  local s d
+  local d
   [ -f "$FL_HOSTREC/cni-netns-before" ] ||
     { ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}' | sort >"$FL_HOSTREC/cni-netns-before"; }
-  for s in "${FL_KUBELET_SYSCTLS[@]}"; do
-    [ -f "$FL_HOSTREC/sysctl.$s" ] || sysctl -n "$s" >"$FL_HOSTREC/sysctl.$s"
-  done
+  fl_record_sysctls "$FL_HOSTREC"
   touch "$FL_HOSTREC/created-dirs"
   for d in "${FL_FIXED_HOST_DIRS[@]}" /opt/cloud /opt/cloud/cce /opt/cloud/cce/package /opt/cloud/cce/package/node-package; do
     if [ ! -e "$d" ] && ! grep -qx "$d" "$FL_HOSTREC/created-dirs"; then
