@@ -61,20 +61,40 @@ pub enum KubeError {
 /// Kinds faultlab applies that are not namespaced.
 const CLUSTER_SCOPED: &[&str] = &["Namespace", "Node", "PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding"];
 
-/// A client that records each call; without a client (dry run) it only records.
+/// A client that records each call; without a client (a plan) it only records, and answers reads
+/// from a script: each answer is a path (or the end of one) and the object, or for a list the
+/// objects, found there. Whatever the script does not name is absent or empty.
 #[derive(Clone)]
 pub struct Kube {
     client: Option<Client>,
     rec: Recorder,
+    script: std::sync::Arc<Vec<(String, serde_json::Value)>>,
 }
 
 impl Kube {
     pub fn new(client: Client, rec: Recorder) -> Self {
-        Kube { client: Some(client), rec }
+        Kube { client: Some(client), rec, script: Default::default() }
     }
 
+    /// A plan's API that answers nothing (tests).
+    #[cfg(test)]
     pub fn dry(rec: Recorder) -> Self {
-        Kube { client: None, rec }
+        Kube { client: None, rec, script: Default::default() }
+    }
+
+    /// A plan's API: records every call and answers reads from `answers` (path suffix, value).
+    pub fn scripted(rec: Recorder, answers: Vec<(String, serde_json::Value)>) -> Self {
+        Kube { client: None, rec, script: std::sync::Arc::new(answers) }
+    }
+
+    /// The script's answer for a read of `path`, as `K` (or `Vec<K>`).
+    fn answer<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, KubeError> {
+        match self.script.iter().rev().find(|(p, _)| path.ends_with(p.as_str())) {
+            Some((_, value)) => serde_json::from_value(value.clone())
+                .map(Some)
+                .map_err(|e| KubeError::ManifestYaml { message: format!("the plan's answer for {path}: {e}") }),
+            None => Ok(None),
+        }
     }
 
     pub fn client(&self) -> Option<&Client> {
@@ -198,8 +218,9 @@ impl Kube {
     {
         let ar = ApiResource::erase::<K>(&());
         let query = selector.map(|s| format!("?labelSelector={s}")).unwrap_or_default();
-        self.note(format!("GET {}{query}", path(&ar, ns, None)));
-        let Some(client) = &self.client else { return Ok(Vec::new()) };
+        let at = path(&ar, ns, None);
+        self.note(format!("GET {at}{query}"));
+        let Some(client) = &self.client else { return Ok(self.answer(&at)?.unwrap_or_default()) };
         let mut lp = ListParams::default();
         if let Some(s) = selector {
             lp = lp.labels(s);
@@ -218,8 +239,9 @@ impl Kube {
         K: kube::Resource<DynamicType = ()> + DeserializeOwned,
     {
         let ar = ApiResource::erase::<K>(&());
-        self.note(format!("GET {}", path(&ar, ns, Some(name))));
-        let Some(client) = &self.client else { return Ok(None) };
+        let at = path(&ar, ns, Some(name));
+        self.note(format!("GET {at}"));
+        let Some(client) = &self.client else { return self.answer(&at) };
         let found = self
             .dynamic_api(client, &ar, ns)
             .get_opt(name)

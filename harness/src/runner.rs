@@ -131,7 +131,8 @@ impl Run {
         for (needle, output) in scenario.scenario.fault.fault().plan_answers(&node) {
             exec.respond(needle, output);
         }
-        Self::build(scenario, namespace, node, Kube::dry(rec), exec, journal, None, true)
+        let answers = scenario.scenario.fault.fault().plan_api_answers(&scenario.scenario.workload.target);
+        Self::build(scenario, namespace, node, Kube::scripted(rec, answers), exec, journal, None, true)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Ctx, Fault, FaultError, Fix, Presence, WorkloadRef};
+use crate::gates::Target;
 use crate::check::{dns_subdomain, Problem};
 use crate::journal::Undo;
 
@@ -63,10 +64,15 @@ impl Fault for ConfigmapMissing {
         vec![WorkloadRef { field: "configMap", kind: "ConfigMap", name: self.config_map.clone() }]
     }
 
-    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// A plan's workload has made its ConfigMap (with no data: a plan does not know it).
+    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
+        vec![(format!("/configmaps/{}", self.config_map), json!({"metadata": {"name": self.config_map}}))]
+    }
+
+        async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("save-configmap")?;
         let current: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("save-configmap"))?;
-        if current.is_none() && !ctx.dry_run {
+        if current.is_none() {
             return Err(FaultError::Check {
                 step: "save-configmap".into(),
                 message: format!("ConfigMap {} is not in namespace {}; the workload must create it", self.config_map, ctx.namespace),
@@ -124,9 +130,8 @@ mod tests {
 
     #[tokio::test]
     async fn plan_deletes_restarts_and_recreates() {
-        let (mut ctx, fake) = ctx();
-        ctx.dry_run = true;
         let fault = ConfigmapMissing { config_map: "app-config".into() };
+        let (ctx, fake) = crate::faults::testing::plan_ctx(&fault);
         fault.inject(&ctx).await.unwrap();
         fault.fix(Step::RecreateConfigmap, &ctx).await.unwrap();
         let api: Vec<String> = ctx.rec().entries().into_iter().filter(|e| e.channel == crate::record::Channel::Api).map(|e| e.line).collect();

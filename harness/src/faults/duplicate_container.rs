@@ -117,10 +117,6 @@ fn parse_list(step: &str, stdout: &str) -> Result<SandboxListJson, FaultError> {
 impl DuplicateContainer {
     /// The one pod of the workload on this node.
     async fn pod(&self, ctx: &Ctx, step: &str) -> Result<PodRef, FaultError> {
-        if ctx.dry_run {
-            ctx.kube.list::<Pod>(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err(step))?;
-            return Ok(PodRef { name: "<pod>".into(), namespace: ctx.namespace.clone(), uid: "<pod-uid>".into() });
-        }
         let pods: Vec<Pod> = ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err(step))?;
         let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
         match live.as_slice() {
@@ -173,6 +169,11 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for DuplicateContainer {
+    /// A plan's workload has one pod, of placeholders.
+    fn plan_api_answers(&self, _target: &crate::gates::Target) -> Vec<(String, serde_json::Value)> {
+        vec![("/pods".into(), serde_json::json!([{"metadata": {"name": "<pod>", "uid": "<pod-uid>"}}]))]
+    }
+
     /// How many sandboxes faultlab made as duplicates the runtime still holds.
     fn footprint(node: &NodeProfile) -> Vec<Probe> {
         let pods = crate::cmd::shell_join(&node.crictl(["pods", "-o", "json"]).argv);
@@ -300,9 +301,8 @@ mod tests {
 
     #[tokio::test]
     async fn dry_run_plans_every_step_with_placeholders() {
-        let (mut ctx, fake) = ctx();
-        ctx.dry_run = true;
         let fault = DuplicateContainer::default();
+        let (ctx, fake) = crate::faults::testing::plan_ctx(&fault);
         fault.inject(&ctx).await.unwrap();
         fault.fix(Step::RemoveDuplicate, &ctx).await.unwrap();
         let lines = fake.lines();

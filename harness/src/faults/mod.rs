@@ -212,6 +212,12 @@ pub trait Fault: Send + Sync {
         Vec::new()
     }
 
+    /// What the API answers a plan's reads: (the end of an object's or a collection's path, the object,
+    /// or for a list the objects), so a plan runs the same code as a run (default: nothing exists).
+    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
+        Vec::new()
+    }
+
     /// What the fault may change on a node, as probes whose output must be the same before and after a
     /// run (the scenario trials compare them: equal means the node was restored). Default: nothing on
     /// the node (a fault that acts through the API only).
@@ -347,6 +353,18 @@ pub(crate) mod testing {
             target: Target { selector: "app=web".into(), claim: None },
             dry_run: false,
         };
+        (ctx, fake)
+    }
+
+    /// A plan's context for `fault`: nothing runs, and the node and the API answer from the fault's
+    /// plan answers, as in `faultlab plan`.
+    pub fn plan_ctx(fault: &dyn Fault) -> (Ctx, Arc<FakeExecutor>) {
+        let (mut ctx, fake) = ctx();
+        ctx.dry_run = true;
+        for (needle, output) in fault.plan_answers(&ctx.node.profile) {
+            fake.respond(needle, output);
+        }
+        ctx.kube = Kube::scripted(ctx.rec().clone(), fault.plan_api_answers(&ctx.target));
         (ctx, fake)
     }
 }
