@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, WorkloadRef};
+use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
 use crate::gates::Target;
 use crate::check::{dns_subdomain, Problem};
 use crate::journal::Undo;
@@ -43,11 +43,10 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for ConfigmapMissing {
-    // On kind this stays within the cluster, so `host_wide_on_kind` keeps its default (None): it deletes
-    // and re-creates a ConfigMap through the API and runs nothing on the node or the host.
-
-    fn touches_node(&self) -> bool {
-        false
+    /// It deletes and re-creates a ConfigMap of the run's namespace through the API, and runs nothing
+    /// on the node or the host.
+    fn reach(&self) -> Reach {
+        Reach::Namespace
     }
 
     /// The ConfigMap's name is a Kubernetes object name (a DNS-1123 subdomain): an empty one would

@@ -188,7 +188,7 @@ impl Fault for CpuCount {
         ]
     }
 
-    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // On kind this stays within the node container, so `reach` keeps its default (the node):
     // the CPU manager policy is the node kubelet's configuration, the checkpoint is a file in the node's
     // /var/lib/kubelet, and the restart is the node's own systemd restarting its kubelet. It only reads
     // the kernel's online CPUs; the CPU sets the kubelet would apply are for its pods' cgroups, below

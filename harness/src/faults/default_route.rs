@@ -80,7 +80,7 @@ impl Fault for DefaultRoute {
         vec![Probe::new("routes", "ip route | sed 's/ linkdown//'")]
     }
 
-    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // On kind this stays within the node container, so `reach` keeps its default (the node):
     // `ip route` runs in the node container's own network namespace (Docker gives each container one),
     // whose default route is not the host's; the host's routes and links are never named.
 

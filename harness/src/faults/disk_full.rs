@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem};
 use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;
@@ -280,8 +280,8 @@ impl Fault for DiskFull {
     }
 
     /// On kind the node's /var is a Docker volume on the host's disk, and loop devices are the host's.
-    fn host_wide_on_kind(&self) -> Option<String> {
-        Some(format!(
+    fn reach(&self) -> Reach {
+        Reach::Host(format!(
             "containerd's root is moved onto a {KIND_DISK_MIB} MiB loop file in the node's /var, which is a Docker volume on the \
              host's disk, and the loop mount takes one of the host's loop devices; filling it writes that file to the host's disk \
              (with one image tarball of up to {} MiB at a time in the node's /var/tmp, and expand-disk grows the file by {} MiB), \
@@ -478,7 +478,7 @@ mod tests {
         assert_eq!(fault.host_disk_mib(), 3072 + 512 + 307);
         let needs = fault.needs();
         assert_eq!(needs.containerd_disk_mib.unwrap() + needs.disk_writes_mib, fault.host_disk_mib());
-        let reach = fault.host_wide_on_kind().expect("disk-full reaches the host on kind");
+        let reach = (&fault as &dyn Fault).host_wide_on_kind().expect("disk-full reaches the host on kind");
         assert!(reach.starts_with("containerd's root is moved onto a 3072 MiB loop file in the node's /var, which is a Docker volume on the host's disk"), "{reach}");
         assert!(reach.contains("up to 307 MiB") && reach.contains("by 512 MiB") && reach.contains("has 3891 MiB free and 1 GiB to spare"), "{reach}");
         let bigger = DiskFull { images: 1, expand_mib: 1024 };
@@ -518,7 +518,7 @@ mod tests {
         let huge = disk_full(u32::MAX, u64::MAX);
         assert_eq!(huge.refs().len(), MAX_IMAGES as usize, "bounded, not 4294967295 strings");
         assert_eq!(huge.host_disk_mib(), u64::MAX, "saturates");
-        assert!(huge.host_wide_on_kind().is_some());
+        assert!((&huge as &dyn Fault).host_wide_on_kind().is_some());
         assert_eq!(huge.needs().disk_writes_mib, u64::MAX);
         // 80 % over 4 images stored twice is a tenth, computed without overflowing.
         assert_eq!(DiskFull::default().layer_mib(u64::MAX), (u64::MAX / 10) >> 20);

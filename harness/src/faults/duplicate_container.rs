@@ -180,7 +180,7 @@ impl Fault for DuplicateContainer {
         vec![Probe::new("duplicate sandboxes", format!("{pods} | grep -c '\"{DUPLICATE_LABEL}\"' || true"))]
     }
 
-    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // On kind this stays within the node container, so `reach` keeps its default (the node):
     // the duplicate sandbox is made and removed through the node's own containerd (its CRI socket in
     // the node), so its pause process, cgroup and network namespace are the node container's children.
 

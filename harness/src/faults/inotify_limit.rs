@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;
@@ -182,8 +182,8 @@ impl Fault for InotifyLimit {
         problems
     }
 
-    fn host_wide_on_kind(&self) -> Option<String> {
-        Some(format!(
+    fn reach(&self) -> Reach {
+        Reach::Host(format!(
             "{SYSCTL} is a limit per user namespace, and a kind node runs in the host's: lowering it lowers it for every \
              root process on the host (faultlab counts root's instances on the host, where it runs, and restores the value at teardown)"
         ))

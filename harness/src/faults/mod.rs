@@ -2,8 +2,8 @@
 //!
 //! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
 //! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
-//! `present`, `needs` and `host_wide_on_kind` have defaults; a fault that on kind reaches
-//! past the node container into the host says how in `host_wide_on_kind`, and one that does not says
+//! `present`, `needs` and `reach` have defaults; a fault that on kind reaches
+//! past the node container into the host says how in `reach`, and one that does not says
 //! why in a comment. Then add one line to [`faults!`] below, and the
 //! scenario format, the schema and the CLI know it.
 
@@ -196,13 +196,13 @@ pub trait Fault: Send + Sync {
         Ok(Presence::Unknown)
     }
 
-    /// On kind, does this fault reach past the node container, and how? A kind node shares the host's
-    /// kernel and, without user namespaces, its init user namespace: a per-user-namespace sysctl is the
-    /// host's own, a file the node writes lands on the host's disk. Such a fault runs on kind only with
-    /// `--allow-host-wide`; `show` and `plan` say so. Default: it stays within the node container (its
-    /// files, processes and network namespace, and the cluster's API).
-    fn host_wide_on_kind(&self) -> Option<String> {
-        None
+    /// How far the fault reaches beyond the run's namespace (default: the node). A kind node shares the
+    /// host's kernel and, without user namespaces, its init user namespace: a per-user-namespace sysctl
+    /// is the host's own, a file the node writes lands on the host's disk. A fault that reaches past
+    /// the node container into the host says how ([`Reach::Host`]); it runs on kind only with
+    /// `--allow-host-wide`, and `show` and `plan` say so.
+    fn reach(&self) -> Reach {
+        Reach::Node
     }
 
     /// What the node answers in a plan, where nothing runs: (a substring of a command line, its
@@ -228,11 +228,34 @@ pub trait Fault: Send + Sync {
         Vec::new()
     }
 
-    /// Does the fault act on the node (so one training session at a time per node)? Default: yes.
-    fn touches_node(&self) -> bool {
-        true
+}
+
+/// How far a fault reaches beyond the run's own namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Objects in the run's namespace only, through the API.
+    Namespace,
+    /// The node: its files, processes, runtime and network namespace (on kind: the node container).
+    Node,
+    /// Objects of the whole cluster (every StorageClass), and the node.
+    Cluster,
+    /// On kind, past the node container into the host, and how.
+    Host(String),
+}
+
+impl dyn Fault + '_ {
+    /// On kind, how the fault reaches past the node container into the host, if it does.
+    pub fn host_wide_on_kind(&self) -> Option<String> {
+        match self.reach() {
+            Reach::Host(how) => Some(how),
+            _ => None,
+        }
     }
 
+    /// Does the fault act on more than its namespace (so one training session at a time per node)?
+    pub fn touches_node(&self) -> bool {
+        self.reach() != Reach::Namespace
+    }
 }
 
 /// A read-only look at part of a node: a title and a shell command whose output is compared.

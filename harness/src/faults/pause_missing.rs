@@ -98,7 +98,7 @@ impl Fault for PauseMissing {
         vec![Probe::new("images", format!("{} | sort", crate::cmd::shell_join(&node.ctr(["images", "ls", "-q"]).argv)))]
     }
 
-    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
+    // On kind this stays within the node container, so `reach` keeps its default (the node):
     // it tags, exports and deletes images in the node's own containerd (`ctr` in the node), and the
     // node package it makes is one small tarball in the node's /opt. Nothing of the host's is named.
 

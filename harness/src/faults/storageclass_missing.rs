@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence};
+use super::{Ctx, Fault, FaultError, Fix, Presence, Reach};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
 
@@ -212,10 +212,13 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for StorageclassMissing {
-    // On kind this stays within the node container, so `host_wide_on_kind` keeps its default (None):
-    // StorageClasses and the static PersistentVolume go through the API, and the volume's directory is
-    // made in the node container's /var, where kind keeps every pod's volumes anyway (the kubelet mounts
-    // it into the pod there); no host path is named.
+    /// Every StorageClass of the cluster is deleted (and re-created at teardown). On kind it stays within
+    /// the node container otherwise: StorageClasses and the static PersistentVolume go through the API,
+    /// and the volume's directory is made in the node container's /var, where kind keeps every pod's
+    /// volumes anyway (the kubelet mounts it into the pod there); no host path is named.
+    fn reach(&self) -> Reach {
+        Reach::Cluster
+    }
 
     /// The class is a Kubernetes object name (a DNS-1123 subdomain) and the capacity a positive
     /// quantity of bytes. (The claim it watches is the workload's `target.claim`, which the loader
