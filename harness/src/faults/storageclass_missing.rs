@@ -238,9 +238,7 @@ impl Fault for StorageclassMissing {
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("list-storageclasses")?;
         let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("list-storageclasses"))?;
-        if ctx.dry_run {
-            ctx.note("every StorageClass listed here is saved, journalled for re-creation and deleted; the fix then re-creates those instead of a local class");
-        }
+        ctx.note("every StorageClass listed here is saved, journalled for re-creation and deleted; the fix then re-creates those instead of a local class");
         let ar = crate::kube_ops::resource("storage.k8s.io/v1", "StorageClass");
         for sc in &classes {
             let name = sc.metadata.name.clone().unwrap_or_default();
