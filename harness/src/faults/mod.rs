@@ -1,11 +1,11 @@
 //! Faults: one file each. A fault acts on one node and one workload; the runner picks them.
 //!
 //! Writing a fault means implementing [`Fault`]: `inject` (record the undo in the journal first, then
-//! break things), and `fix` for each documented step (idempotent: already fixed is success). `prepare`,
-//! `present`, `needs` and `reach` have defaults; a fault that on kind reaches
-//! past the node container into the host says how in `reach`, and one that does not says
-//! why in a comment. Then add one line to [`faults!`] below, and the
-//! scenario format, the schema and the CLI know it.
+//! break things); and [`Fix`]: an enum of the documented steps and `fix` for each (idempotent: already
+//! fixed is success). `check`, `prepare`, `present`, `needs`, `reach`, `footprint` and the plan
+//! answers have defaults; a fault that on kind reaches past the node container into the host says how
+//! in `reach`, and one that does not says why in a comment. Then add one line to [`faults!`] below,
+//! and the scenario format, the schema and the CLI know it.
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
