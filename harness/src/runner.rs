@@ -128,7 +128,7 @@ impl Run {
         let namespace = format!("fl-{}-<id>", scenario.name());
         let journal = Journal::in_memory(scenario.name());
         let exec = FakeExecutor::new();
-        for (needle, output) in scenario.scenario.fault.fault().plan_answers(&node) {
+        for (needle, output) in scenario.scenario.fault.fault().plan_answers(&node, &namespace) {
             exec.respond(needle, output);
         }
         let answers = scenario.scenario.fault.fault().plan_api_answers(&scenario.scenario.workload.target);

@@ -218,7 +218,7 @@ impl Fault for CpuCount {
 
     /// A plan's node: 2 CPUs online, no flags file or checkpoint yet, and a kubelet whose log has the
     /// CPU manager's complaint once it restarts (a placeholder line, as a plan reads no log).
-    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         vec![
             ("cat /sys/devices/system/cpu/online", Output::ok("0-1\n")),
             ("test -f ", Output::failed(1)),

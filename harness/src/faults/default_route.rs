@@ -88,7 +88,7 @@ impl Fault for DefaultRoute {
     // node's own, read from its profile or the node), and acts on no object of the workload's.
 
     /// A plan's node has a default route of placeholders (through the profile's device, if it names one).
-    fn plan_answers(&self, node: &NodeProfile) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         let device = node.gateway_device.as_deref().unwrap_or("<device>");
         vec![("ip route show default", Output::ok(format!("default via <gateway> dev {device}\n")))]
     }

@@ -306,7 +306,7 @@ impl Fault for DiskFull {
     }
 
     /// A plan's disk has 245000 free blocks of 4 KiB (about 957 MiB, the test bed's empty disk).
-    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         vec![("stat -f -c", Output::ok("245000 4096\n"))]
     }
 

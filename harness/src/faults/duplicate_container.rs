@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::node::NodeProfile;
-use crate::cmd::{shell_join, Cmd};
+use crate::cmd::{shell_join, Cmd, Output};
 use crate::cri::{SandboxJson, SandboxListJson};
 
 /// The label the kubelet puts on every sandbox it creates, and finds them by.
@@ -132,16 +132,12 @@ impl DuplicateContainer {
         }
     }
 
-    /// The pod's sandboxes as the runtime lists them (all of them, the kubelet's and others); in a plan,
-    /// placeholders.
+    /// The pod's sandboxes as the runtime lists them (all of them, the kubelet's and others).
     async fn sandboxes(&self, ctx: &Ctx, step: &str, pod: &PodRef) -> Result<SandboxListJson, FaultError> {
         // crictl matches these as regular expressions; Kubernetes names have only `.` to escape.
         let name = format!("^{}$", pod.name.replace('.', "\\."));
         let namespace = format!("^{}$", pod.namespace.replace('.', "\\."));
         let out = ctx.run(step, ctx.node.profile.crictl(["pods", "--name", &name, "--namespace", &namespace, "-o", "json"])).await?;
-        if ctx.dry_run {
-            return Ok(placeholder_list(pod));
-        }
         parse_list(step, &out.stdout)
     }
 
@@ -169,6 +165,12 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for DuplicateContainer {
+    /// A plan's runtime lists the pod's own sandbox and a duplicate, of placeholders.
+    fn plan_answers(&self, _node: &NodeProfile, namespace: &str) -> Vec<(&'static str, Output)> {
+        let pod = PodRef { name: "<pod>".into(), namespace: namespace.into(), uid: "<pod-uid>".into() };
+        vec![("pods --name", Output::ok(serde_json::to_string(&placeholder_list(&pod)).expect("serialises")))]
+    }
+
     /// A plan's workload has one pod, of placeholders.
     fn plan_api_answers(&self, _target: &crate::gates::Target) -> Vec<(String, serde_json::Value)> {
         vec![("/pods".into(), serde_json::json!([{"metadata": {"name": "<pod>", "uid": "<pod-uid>"}}]))]

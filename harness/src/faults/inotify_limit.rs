@@ -190,7 +190,7 @@ impl Fault for InotifyLimit {
     }
 
     /// A plan's node: root holds 6 instances, the limit is 128 (Debian's default).
-    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         vec![("anon_inode:inotify", Output::ok("6\n")), (PROC_PATH, Output::ok("128\n"))]
     }
 

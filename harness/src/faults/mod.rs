@@ -206,9 +206,9 @@ pub trait Fault: Send + Sync {
     }
 
     /// What the node answers in a plan, where nothing runs: (a substring of a command line, its
-    /// output). A plan runs the same code as a run against these answers (default: every command
+    /// output), for a run in `namespace`. A plan runs the same code as a run against these answers (default: every command
     /// succeeds with no output), so the fault needs no branch of its own for plans.
-    fn plan_answers(&self, _node: &NodeProfile) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         Vec::new()
     }
 
@@ -384,7 +384,7 @@ pub(crate) mod testing {
     pub fn plan_ctx(fault: &dyn Fault) -> (Ctx, Arc<FakeExecutor>) {
         let (mut ctx, fake) = ctx();
         ctx.dry_run = true;
-        for (needle, output) in fault.plan_answers(&ctx.node.profile) {
+        for (needle, output) in fault.plan_answers(&ctx.node.profile, &ctx.namespace) {
             fake.respond(needle, output);
         }
         ctx.kube = Kube::scripted(ctx.rec().clone(), fault.plan_api_answers(&ctx.target));
