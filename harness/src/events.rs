@@ -21,6 +21,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 use crate::gates::EventGate;
+use crate::record::{Channel, Recorder};
 
 #[derive(Debug, Error)]
 pub enum EventsError {
@@ -65,20 +66,35 @@ pub struct EventLog {
     seen: Arc<Mutex<Vec<Seen>>>,
     changed: watch::Receiver<usize>,
     tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// A plan's log: no watch feeds it, and each wait is written to this record and met at once.
+    planned: Option<Recorder>,
 }
 
 impl EventLog {
-    /// An empty log nothing feeds (dry runs, unit tests).
+    /// An empty log nothing feeds (unit tests).
     pub fn detached() -> (EventLog, impl Fn(Seen)) {
         let (tx, rx) = watch::channel(0usize);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default() };
+        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default(), planned: None };
         let push = move |e: Seen| {
             let mut g = seen.lock().unwrap();
             g.push(e);
             let _ = tx.send(g.len());
         };
         (log, push)
+    }
+
+    /// A plan's log: the watch it stands for is written to `rec`, and so is each wait, which it meets
+    /// at once (nothing is seen).
+    pub fn planned(rec: Recorder, namespace: Option<&str>, node: &str) -> EventLog {
+        let what = match namespace {
+            Some(ns) => format!("watch /api/v1/namespaces/{ns}/events and events of node {node}"),
+            None => format!("watch events of node {node}"),
+        };
+        rec.push(Channel::Wait, what);
+        let (mut log, _) = Self::detached();
+        log.planned = Some(rec);
+        log
     }
 
     /// Start watching Events in `namespace` and those about node `node`, and return once both watches
@@ -97,7 +113,7 @@ impl EventLog {
         let (tx, rx) = watch::channel(0usize);
         let tx = Arc::new(tx);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default() };
+        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default(), planned: None };
         let node_api: Api<Event> = Api::all(client.clone());
         let node_fields = format!("involvedObject.kind=Node,involvedObject.name={node}");
         let mut watches = vec![(node_api, watcher::Config::default().fields(&node_fields))];
@@ -179,6 +195,9 @@ impl EventLog {
     /// Wait until no new event has arrived for `quiet` (at most `max`): the kubelet sends events
     /// asynchronously, so some of what a recovery caused arrive after the recovery itself was seen.
     pub async fn settle(&self, quiet: Duration, max: Duration) {
+        if self.planned.is_some() {
+            return;
+        }
         let mut changed = self.changed.clone();
         let _ = tokio::time::timeout(max, async {
             while let Ok(Ok(())) = tokio::time::timeout(quiet, changed.changed()).await {}
@@ -198,6 +217,12 @@ impl EventLog {
 
     /// Wait until every gate is matched by some event, or fail with what was seen.
     pub async fn wait_for(&self, gates: &[(EventGate, Regex)], within: Duration) -> Result<(), EventsError> {
+        if let Some(rec) = &self.planned {
+            for (g, re) in gates {
+                rec.push(Channel::Wait, format!("event {} matching /{}/", g.reason, re.as_str()));
+            }
+            return Ok(());
+        }
         let deadline = tokio::time::Instant::now() + within;
         let mut changed = self.changed.clone();
         loop {

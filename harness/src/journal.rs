@@ -184,7 +184,7 @@ impl Journal {
         Ok(journal)
     }
 
-    /// A journal that writes nothing (dry runs).
+    /// A journal that writes nothing (plans).
     pub fn in_memory(scenario: &str) -> Journal {
         Journal {
             path: None,

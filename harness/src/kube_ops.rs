@@ -1,4 +1,5 @@
-//! The Kubernetes API calls faultlab makes, each recorded, and skipped in a dry run.
+//! The Kubernetes API calls faultlab makes, each recorded, then made against the cluster or, in a
+//! plan, answered from a script.
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -53,7 +54,7 @@ pub enum KubeError {
         source: Box<kube::Error>,
     },
     /// A delete whose name, namespace or selector would reach more than one named object: refused
-    /// before it is recorded or sent, in dry runs too.
+    /// before it is recorded or sent, in plans too.
     #[error("refusing to {what}: {why}")]
     Refused { what: String, why: String },
 }
@@ -61,44 +62,142 @@ pub enum KubeError {
 /// Kinds faultlab applies that are not namespaced.
 const CLUSTER_SCOPED: &[&str] = &["Namespace", "Node", "PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding"];
 
-/// A client that records each call; without a client (a plan) it only records, and answers reads
-/// from a script: each answer is a path (or the end of one) and the object, or for a list the
-/// objects, found there. Whatever the script does not name is absent or empty.
+/// The API calls a run makes, below the record: the live cluster ([`kube::Client`]) or a plan's
+/// [`Scripted`] answers. Creating what exists and deleting what is gone are success for both.
+#[async_trait::async_trait]
+pub trait ApiBackend: Send + Sync {
+    async fn create(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject) -> Result<(), KubeError>;
+    async fn delete(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError>;
+    /// Delete the pods of `ns` that `selector` selects.
+    async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError>;
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError>;
+    async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError>;
+}
+
+fn dynamic_api(client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+fn as_value(obj: DynamicObject) -> Result<serde_json::Value, KubeError> {
+    serde_json::to_value(obj).map_err(|e| KubeError::ManifestYaml { message: e.to_string() })
+}
+
+#[async_trait::async_trait]
+impl ApiBackend for Client {
+    async fn create(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject) -> Result<(), KubeError> {
+        match dynamic_api(self, ar, ns).create(&PostParams::default(), obj).await {
+            Ok(_) => Ok(()),
+            // Already there: creating is idempotent for fixes that recreate what was deleted.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(source) => Err(KubeError::Call { verb: "create", what: format!("{} {}", ar.kind, obj.metadata.name.as_deref().unwrap_or_default()).into(), source }),
+        }
+    }
+
+    async fn delete(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError> {
+        match dynamic_api(self, ar, ns).delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(source) => Err(KubeError::Call { verb: "delete", what: format!("{} {name}", ar.kind).into(), source }),
+        }
+    }
+
+    async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError> {
+        let api: Api<Pod> = Api::namespaced(self.clone(), ns);
+        api.delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
+            .await
+            .map(|_| ())
+            .map_err(|source| KubeError::Call { verb: "delete", what: format!("pods -l {selector}").into(), source })
+    }
+
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+        let mut lp = ListParams::default();
+        if let Some(s) = selector {
+            lp = lp.labels(s);
+        }
+        let list = dynamic_api(self, ar, ns).list(&lp).await.map_err(|source| KubeError::Call { verb: "list", what: ar.plural.clone().into(), source })?;
+        list.items.into_iter().map(as_value).collect()
+    }
+
+    async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError> {
+        let found = dynamic_api(self, ar, ns)
+            .get_opt(name)
+            .await
+            .map_err(|source| KubeError::Call { verb: "get", what: format!("{} {name}", ar.kind).into(), source })?;
+        found.map(as_value).transpose()
+    }
+}
+
+/// A plan's API: writes succeed and change nothing; reads answer from a script, each answer a path
+/// (or the end of one) and the object, or for a list the objects, found there. Whatever the script
+/// does not name is absent or empty.
+#[derive(Default)]
+pub struct Scripted {
+    answers: Vec<(String, serde_json::Value)>,
+}
+
+impl Scripted {
+    pub fn new(answers: Vec<(String, serde_json::Value)>) -> Self {
+        Scripted { answers }
+    }
+
+    fn answer(&self, path: &str) -> Option<serde_json::Value> {
+        self.answers.iter().rev().find(|(p, _)| path.ends_with(p.as_str())).map(|(_, v)| v.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl ApiBackend for Scripted {
+    async fn create(&self, _: &ApiResource, _: Option<&str>, _: &DynamicObject) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn delete(&self, _: &ApiResource, _: Option<&str>, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn delete_pods(&self, _: &str, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, _: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+        let at = path(ar, ns, None);
+        match self.answer(&at) {
+            Some(serde_json::Value::Array(items)) => Ok(items),
+            Some(other) => Err(KubeError::ManifestYaml { message: format!("the plan's answer for {at} is not a list: {other}") }),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError> {
+        Ok(self.answer(&path(ar, ns, Some(name))))
+    }
+}
+
+/// The API as faults and the runner use it: each call is written to the record, then made through
+/// the [`ApiBackend`] below (the cluster, or a plan's script).
 #[derive(Clone)]
 pub struct Kube {
-    client: Option<Client>,
+    api: std::sync::Arc<dyn ApiBackend>,
     rec: Recorder,
-    script: std::sync::Arc<Vec<(String, serde_json::Value)>>,
 }
 
 impl Kube {
     pub fn new(client: Client, rec: Recorder) -> Self {
-        Kube { client: Some(client), rec, script: Default::default() }
+        Kube { api: std::sync::Arc::new(client), rec }
     }
 
     /// A plan's API that answers nothing (tests).
     #[cfg(test)]
     pub fn dry(rec: Recorder) -> Self {
-        Kube { client: None, rec, script: Default::default() }
+        Self::scripted(rec, Vec::new())
     }
 
     /// A plan's API: records every call and answers reads from `answers` (path suffix, value).
     pub fn scripted(rec: Recorder, answers: Vec<(String, serde_json::Value)>) -> Self {
-        Kube { client: None, rec, script: std::sync::Arc::new(answers) }
-    }
-
-    /// The script's answer for a read of `path`, as `K` (or `Vec<K>`).
-    fn answer<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, KubeError> {
-        match self.script.iter().rev().find(|(p, _)| path.ends_with(p.as_str())) {
-            Some((_, value)) => serde_json::from_value(value.clone())
-                .map(Some)
-                .map_err(|e| KubeError::ManifestYaml { message: format!("the plan's answer for {path}: {e}") }),
-            None => Ok(None),
-        }
-    }
-
-    pub fn client(&self) -> Option<&Client> {
-        self.client.as_ref()
+        Kube { api: std::sync::Arc::new(Scripted::new(answers)), rec }
     }
 
     pub fn recorder(&self) -> &Recorder {
@@ -152,14 +251,7 @@ impl Kube {
 
     async fn create_dynamic(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject, name: &str) -> Result<(), KubeError> {
         self.note(format!("POST {} ({} {name})", path(ar, ns, None), ar.kind));
-        let Some(client) = &self.client else { return Ok(()) };
-        let api = self.dynamic_api(client, ar, ns);
-        match api.create(&PostParams::default(), obj).await {
-            Ok(_) => Ok(()),
-            // Already there: creating is idempotent for fixes that recreate what was deleted.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(source) => Err(KubeError::Call { verb: "create", what: format!("{} {name}", ar.kind).into(), source }),
-        }
+        self.api.create(ar, ns, obj).await
     }
 
     /// Create a typed object named `name`; AlreadyExists is success.
@@ -175,25 +267,12 @@ impl Kube {
         self.create_dynamic(&ar, ns, &dynamic, name).await
     }
 
-    fn dynamic_api(&self, client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
-        match ns {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
-            None => Api::all_with(client.clone(), ar),
-        }
-    }
-
     /// Delete by kind and name; NotFound is success. A name or namespace that is empty, blank or not a
     /// single path segment is refused before anything is recorded or sent ([`guard_delete`]).
     pub async fn delete_dynamic(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError> {
         guard_delete(ar, ns, name)?;
         self.note(format!("DELETE {}", path(ar, ns, Some(name))));
-        let Some(client) = &self.client else { return Ok(()) };
-        let api = self.dynamic_api(client, ar, ns);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(source) => Err(KubeError::Call { verb: "delete", what: format!("{} {name}", ar.kind).into(), source }),
-        }
+        self.api.delete(ar, ns, name).await
     }
 
     /// Delete the pods matching `selector`, so that their controller makes new ones. An empty or
@@ -203,15 +282,10 @@ impl Kube {
         guard_delete_pods(ns, selector)?;
         let ar = resource("v1", "Pod");
         self.note(format!("DELETE {}?labelSelector={selector}", path(&ar, Some(ns), None)));
-        let Some(client) = &self.client else { return Ok(()) };
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        api.delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
-            .await
-            .map(|_| ())
-            .map_err(|source| KubeError::Call { verb: "delete", what: format!("pods -l {selector}").into(), source })
+        self.api.delete_pods(ns, selector).await
     }
 
-    /// List typed objects; empty in a dry run.
+    /// List typed objects (in a plan, what its script answers).
     pub async fn list<K>(&self, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<K>, KubeError>
     where
         K: kube::Resource<DynamicType = ()> + DeserializeOwned,
@@ -220,20 +294,10 @@ impl Kube {
         let query = selector.map(|s| format!("?labelSelector={s}")).unwrap_or_default();
         let at = path(&ar, ns, None);
         self.note(format!("GET {at}{query}"));
-        let Some(client) = &self.client else { return Ok(self.answer(&at)?.unwrap_or_default()) };
-        let mut lp = ListParams::default();
-        if let Some(s) = selector {
-            lp = lp.labels(s);
-        }
-        let list = self
-            .dynamic_api(client, &ar, ns)
-            .list(&lp)
-            .await
-            .map_err(|source| KubeError::Call { verb: "list", what: ar.plural.clone().into(), source })?;
-        list.items.into_iter().map(|o| typed(o, &ar)).collect()
+        self.api.list(&ar, ns, selector).await?.into_iter().map(|o| typed(o, &ar)).collect()
     }
 
-    /// Get a typed object; None if absent or in a dry run.
+    /// Get a typed object; None if absent (in a plan, unless its script answers).
     pub async fn get<K>(&self, ns: Option<&str>, name: &str) -> Result<Option<K>, KubeError>
     where
         K: kube::Resource<DynamicType = ()> + DeserializeOwned,
@@ -241,13 +305,7 @@ impl Kube {
         let ar = ApiResource::erase::<K>(&());
         let at = path(&ar, ns, Some(name));
         self.note(format!("GET {at}"));
-        let Some(client) = &self.client else { return self.answer(&at) };
-        let found = self
-            .dynamic_api(client, &ar, ns)
-            .get_opt(name)
-            .await
-            .map_err(|source| KubeError::Call { verb: "get", what: format!("{} {name}", ar.kind).into(), source })?;
-        found.map(|o| typed(o, &ar)).transpose()
+        self.api.get(&ar, ns, name).await?.map(|o| typed(o, &ar)).transpose()
     }
 }
 
@@ -330,8 +388,7 @@ pub fn guard_delete_pods(ns: &str, selector: &str) -> Result<(), KubeError> {
     Ok(())
 }
 
-fn typed<K: DeserializeOwned>(obj: DynamicObject, ar: &ApiResource) -> Result<K, KubeError> {
-    let mut value = serde_json::to_value(obj).map_err(|e| KubeError::ManifestYaml { message: e.to_string() })?;
+fn typed<K: DeserializeOwned>(mut value: serde_json::Value, ar: &ApiResource) -> Result<K, KubeError> {
     value["apiVersion"] = ar.api_version.clone().into();
     value["kind"] = ar.kind.clone().into();
     serde_json::from_value(value).map_err(|e| KubeError::ManifestYaml { message: format!("{} from the API: {e}", ar.kind) })

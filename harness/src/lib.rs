@@ -19,6 +19,7 @@ pub mod journal;
 pub mod kube_ops;
 pub mod manifest;
 pub mod names;
+pub mod observe;
 pub mod needs;
 pub mod node;
 pub mod pattern;

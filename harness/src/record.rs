@@ -1,6 +1,6 @@
 //! A record of every node command and API call a run makes, by phase.
 //!
-//! During a dry run (`faultlab plan`) nothing is executed and this record *is* the plan; during a real
+//! In a plan (`faultlab plan`) nothing is executed and this record *is* the plan; in a real
 //! run it is the log of what was done, kept in reports.
 
 use std::sync::{Arc, Mutex};

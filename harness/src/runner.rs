@@ -1,7 +1,8 @@
 //! The life cycle every scenario runs: setup, inject, symptom, fix, recovery, teardown.
 //!
 //! Teardown always runs: it replays the run's journal on success, error, panic, SIGINT and SIGTERM.
-//! `plan` runs the same code with nothing executed, so the plan is exactly what a run would do.
+//! `plan` runs the same code over scripted backends (the node, the API and the gates answer from the
+//! fault's plan answers, and nothing is executed), so the plan is exactly what a run would do.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,12 +14,13 @@ use crate::events::{self, EventLog, Normalised, Normaliser};
 use crate::faults::{Ctx, FaultError, Presence};
 use crate::journal::{ClusterRef, Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::{Executor, FakeExecutor, HostExecutor, Node, NodeProfile};
+use crate::node::{Executor, HostExecutor, Node, NodeProfile, ScriptedExecutor};
+use crate::observe::{Live, Observe, Planned};
 use crate::provider::Cluster;
 use crate::record::{Channel, Phase, Recorder};
 use crate::scenario::{ClaimGate, ConditionGate, Loaded, NodeGate, PodGate, ScenarioError};
 use crate::vars::Vars;
-use crate::wait::{self, WaitError};
+use crate::wait::WaitError;
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -92,6 +94,19 @@ impl Timings {
     }
 }
 
+/// What a run works against: commands on this machine and its nodes, the API, and the gates.
+struct Backends {
+    exec: Arc<dyn Executor>,
+    kube: Kube,
+    observe: Arc<dyn Observe>,
+}
+
+impl Backends {
+    fn live(client: kube::Client, rec: Recorder) -> Backends {
+        Backends { exec: Arc::new(HostExecutor), kube: Kube::new(client.clone(), rec), observe: Arc::new(Live { client }) }
+    }
+}
+
 /// One scenario's run on one cluster and node.
 pub struct Run {
     pub scenario: Loaded,
@@ -101,7 +116,6 @@ pub struct Run {
     pub hold: Option<Duration>,
     pub namespace: String,
     pub ctx: Arc<Ctx>,
-    pub client: Option<kube::Client>,
     pub events: Option<EventLog>,
     pub timings: Timings,
     started: Option<Instant>,
@@ -120,36 +134,41 @@ impl Run {
             },
         };
         let journal = Journal::create(journal_dir, &namespace, scenario.name(), cluster_ref)?;
-        Ok(Self::build(scenario, namespace, node, Kube::new(client.clone(), rec), Arc::new(HostExecutor), journal, Some(client), false))
+        Ok(Self::build(scenario, namespace, node, Backends::live(client, rec), journal))
     }
 
-    /// A dry run: everything recorded, nothing executed.
+    /// A run over the namespace and journal of one already under way (a training session's check and
+    /// fix), against the cluster.
+    pub fn resume(scenario: Loaded, namespace: String, node: NodeProfile, client: kube::Client, journal: Journal, rec: Recorder) -> Run {
+        Self::build(scenario, namespace, node, Backends::live(client, rec), journal)
+    }
+
+    /// A plan: everything recorded, nothing executed. The node and the API answer from the fault's
+    /// plan answers, and every wait is met at once.
     pub fn plan(scenario: Loaded, node: NodeProfile, rec: Recorder) -> Run {
         let namespace = format!("fl-{}-<id>", scenario.name());
         let journal = Journal::in_memory(scenario.name());
-        let exec = FakeExecutor::new();
-        for (needle, output) in scenario.scenario.fault.fault().plan_answers(&node, &namespace) {
-            exec.respond(needle, output);
-        }
-        let answers = scenario.scenario.fault.fault().plan_api_answers(&scenario.scenario.workload.target);
-        Self::build(scenario, namespace, node, Kube::scripted(rec, answers), exec, journal, None, true)
+        let fault = scenario.scenario.fault.fault();
+        let exec = Arc::new(ScriptedExecutor::new(fault.plan_answers(&node, &namespace)));
+        let kube = Kube::scripted(rec.clone(), fault.plan_api_answers(&scenario.scenario.workload.target));
+        Self::build(scenario, namespace, node, Backends { exec, kube, observe: Arc::new(Planned { rec }) }, journal)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn build(scenario: Loaded, namespace: String, node: NodeProfile, kube: Kube, exec: Arc<dyn Executor>, journal: Journal, client: Option<kube::Client>, dry_run: bool) -> Run {
+    fn build(scenario: Loaded, namespace: String, node: NodeProfile, backends: Backends, journal: Journal) -> Run {
         let access = node.access().expect("node profiles are validated to have access");
         let vars = Vars::new(&namespace, &node);
         let ctx = Ctx {
-            node: Node::new(node, access, exec),
-            kube,
+            node: Node::new(node, access, backends.exec.clone()),
+            host: backends.exec,
+            kube: backends.kube,
+            observe: backends.observe,
             journal,
             namespace: namespace.clone(),
             target: scenario.scenario.workload.target.clone(),
             vars,
-            dry_run,
         };
         let fault = Arc::new(scenario.scenario.fault.clone());
-        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), client, events: None, timings: Timings::default(), started: None }
+        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), events: None, timings: Timings::default(), started: None }
     }
 
     fn rec(&self) -> &Recorder {
@@ -178,10 +197,7 @@ impl Run {
         let s = self.scenario.scenario.clone();
         let ctx = self.ctx.clone();
         // Workloads start on a node the node lifecycle controller has seen Ready (no not-ready taint).
-        match &self.client {
-            Some(c) => drop(wait::node_untainted_within(c, ctx.node.name(), Duration::from_secs(60)).await.map_err(RunError::NodeNotReady)?),
-            None => self.rec().push(Channel::Wait, format!("node {} without the taints {}", ctx.node.name(), wait::NOT_READY_TAINTS.join(", "))),
-        }
+        ctx.observe.node_untainted(ctx.node.name(), Duration::from_secs(60)).await.map_err(RunError::NodeNotReady)?;
         // Journal the namespace's deletion before creating it.
         ctx.journal.record(
             format!("delete namespace {}", self.namespace),
@@ -211,22 +227,18 @@ impl Run {
     /// Start recording events, then inject the fault and check it is in place.
     pub async fn inject(&mut self) -> Result<(), RunError> {
         self.begin(Phase::Inject);
-        if let Some(client) = &self.client {
-            // Returns once the watch has listed its baseline, before anything breaks.
-            self.events = Some(EventLog::start(client.clone(), &self.namespace, self.ctx.node.name()).await.map_err(RunError::Events)?);
-        } else {
-            self.rec().push(Channel::Wait, format!("watch /api/v1/namespaces/{}/events and events of node {}", self.namespace, self.ctx.node.name()));
-        }
+        // Returns once the watch has listed its baseline, before anything breaks.
+        self.events = Some(self.ctx.observe.events(Some(&self.namespace), self.ctx.node.name()).await.map_err(RunError::Events)?);
         let fault = self.fault.clone();
         fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
-        // The fault itself, not only its symptom, must be in place. A plan shows the check's commands,
-        // whose outputs it does not have.
-        let presence = fault.fault().present(&self.ctx).await;
-        if !self.ctx.dry_run {
-            if let Presence::Absent(why) = presence.map_err(RunError::Inject)? {
-                let message = format!("the fault is not in place after inject: {why}");
-                return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message }));
-            }
+        // The fault itself, not only its symptom, must be in place.
+        let absent = match fault.fault().present(&self.ctx).await.map_err(RunError::Inject)? {
+            Presence::Absent(why) => Some(why),
+            Presence::Present(_) | Presence::Unknown => None,
+        };
+        if let Err(why) = self.ctx.observe.fault_in_place(absent) {
+            let message = format!("the fault is not in place after inject: {why}");
+            return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message }));
         }
         self.end(Phase::Inject);
         Ok(())
@@ -239,13 +251,8 @@ impl Run {
         let deadline = Instant::now() + s.within.0;
         self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), deadline).await.map_err(RunError::Symptom)?;
         let gates = events::compile(&s.events, &self.ctx.vars).map_err(RunError::SymptomEvents)?;
-        match &self.events {
-            Some(log) => log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?,
-            None => {
-                for (g, re) in &gates {
-                    self.rec().push(Channel::Wait, format!("event {} matching /{}/", g.reason, re.as_str()));
-                }
-            }
+        if let Some(log) = &self.events {
+            log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?;
         }
         self.end(Phase::Symptom);
         Ok(())
@@ -276,17 +283,11 @@ impl Run {
 
     async fn await_gates(&self, pod: Option<&PodGate>, node: Option<&NodeGate>, claim: Option<&ClaimGate>, deadline: Instant) -> Result<(), WaitError> {
         if let Some(gate) = node {
-            match &self.client {
-                Some(c) => drop(wait::node(c, self.ctx.node.name(), gate, remaining(deadline)).await?),
-                None => self.rec().push(Channel::Wait, format!("node {} {}={}", self.ctx.node.name(), gate.condition.type_, gate.condition.status)),
-            }
+            self.ctx.observe.node(self.ctx.node.name(), gate, remaining(deadline)).await?;
         }
         if let Some(gate) = claim {
             let name = self.ctx.target.claim.clone().unwrap_or_default();
-            match &self.client {
-                Some(c) => drop(wait::claim(c, &self.namespace, &name, gate, remaining(deadline)).await?),
-                None => self.rec().push(Channel::Wait, format!("pvc {name} phase={}", gate.phase)),
-            }
+            self.ctx.observe.claim(&self.namespace, &name, gate, remaining(deadline)).await?;
         }
         if let Some(gate) = pod {
             self.wait_pods(gate, remaining(deadline)).await?;
@@ -295,14 +296,7 @@ impl Run {
     }
 
     async fn wait_pods(&self, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
-        let selector = &self.ctx.target.selector;
-        match &self.client {
-            Some(c) => wait::pods(c, &self.namespace, selector, gate, within).await.map(drop),
-            None => {
-                self.rec().push(Channel::Wait, format!("pod -l {selector} {} (within {})", wait::gate_text(gate), crate::duration::format(Duration::from_secs(within.as_secs_f64().round() as u64))));
-                Ok(())
-            }
-        }
+        self.ctx.observe.pods(&self.namespace, &self.ctx.target.selector, gate, within).await
     }
 
     /// The events seen so far, normalised.
@@ -324,16 +318,16 @@ impl Run {
         // NodeHas..., NodeReady) for a while after: watch them from before the replay, so the wait
         // below can tell when they have stopped and none lands in the next run's record.
         let restarts = journal.entries.iter().any(|e| !e.done && restarts_daemon(&self.ctx.node.profile, &e.undo));
-        let node_events = match (&self.client, restarts && !self.ctx.dry_run) {
+        let node_events = match restarts {
             // Teardown goes on without it: the wait below then settles on time alone.
-            (Some(client), true) => match EventLog::start_node(client.clone(), self.ctx.node.name()).await {
+            true => match self.ctx.observe.events(None, self.ctx.node.name()).await {
                 Ok(log) => Some(log),
                 Err(e) => {
                     tracing::warn!("teardown: {e}");
                     None
                 }
             },
-            _ => None,
+            false => None,
         };
         for entry in journal.entries.iter().rev().filter(|e| !e.done) {
             let line = match &entry.undo {
@@ -348,7 +342,7 @@ impl Run {
             };
             self.rec().push(channel, line);
         }
-        let errors = if self.ctx.dry_run { Vec::new() } else { crate::journal::replay_for_real(&self.ctx.journal).await };
+        let errors = self.ctx.observe.undo(&self.ctx.journal).await;
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
@@ -372,9 +366,7 @@ impl Run {
         if let Some(hold) = self.hold {
             // Keep the cluster broken for a while (to look at it, or to interrupt a run mid-fault).
             self.ctx.note(format!("hold the fault for {} before the fix", crate::duration::format(hold)));
-            if !self.ctx.dry_run {
-                tokio::time::sleep(hold).await;
-            }
+            self.ctx.observe.hold(hold).await;
         }
         self.fix().await?;
         self.await_recovery().await

@@ -31,7 +31,7 @@ pub enum SnapshotResult {
     /// Differs from the reviewed snapshot, or there is none: one paragraph saying what differs and
     /// where the `.snap.new` file to review is.
     Mismatched(String),
-    /// Not compared (dry run, or the run failed before the events were complete).
+    /// Not compared (a plan, or the run failed before the events were complete).
     Skipped(String),
 }
 

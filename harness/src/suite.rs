@@ -54,8 +54,14 @@ pub fn detect() -> Result<ProviderChoice, String> {
 
 /// The kind provider for one run of `scenario`: its own cluster name, directory and logs directory.
 pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>) -> Kind {
+    kind_provider_on(scenario, arch, keep, node_image, std::sync::Arc::new(crate::provider::LocalHost))
+}
+
+/// [`kind_provider`] on another host (a plan's).
+fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>, host: std::sync::Arc<dyn crate::provider::Host>) -> Kind {
     let name = Kind::new_name(scenario.name());
     Kind {
+        host,
         workdir: journal::state_dir().join("kind").join(&name),
         logs_dir: journal::state_dir().join("logs").join(&name),
         name,
@@ -155,15 +161,17 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
             if let Some(reach) = scenario.scenario.fault.fault().host_wide_on_kind() {
                 rec.push(crate::record::Channel::Note, format!("on kind this fault reaches past the node container into the host: {reach}; a run needs --allow-host-wide"));
             }
-            let kind = kind_provider(scenario, *arch, *keep, node_image.clone());
-            let cluster = kind.create(&rec, true).await?;
-            let node = pick_node(&cluster.nodes).expect("a dry kind create names its node");
+            let mut kind = kind_provider_on(scenario, *arch, *keep, node_image.clone(), std::sync::Arc::new(crate::provider::LocalHost));
+            kind.host = std::sync::Arc::new(crate::provider::PlannedHost::new(kind.plan_answers()));
+            let cluster = kind.provision(&rec).await?;
+            rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
+            let node = pick_node(&cluster.nodes).expect("a plan's kind cluster has the node its host answers");
             (node, Some((kind, cluster)))
         }
         ProviderChoice::Existing { description } => {
             let node = if description.is_file() {
                 let existing = Existing { description: description.clone() };
-                let cluster = existing.create(&rec, true).await?;
+                let cluster = existing.provision(&rec).await?;
                 pick_node(&cluster.nodes).unwrap_or_else(crate::testbed::placeholder_profile)
             } else {
                 rec.push(crate::record::Channel::Note, format!("no description at {}: showing the test bed's layout", description.display()));
@@ -177,8 +185,8 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
     run.teardown().await;
     if let Some((kind, cluster)) = teardown {
         rec.push(crate::record::Channel::Note, "if the run failed (not when interrupted): export the cluster's logs".to_string());
-        kind.export_logs(&cluster, &kind.logs_dir, &rec, true).await?;
-        kind.delete(&cluster, &rec, true).await?;
+        kind.collect_logs(&cluster, &kind.logs_dir, &rec).await?;
+        kind.release(&cluster, &rec).await?;
     }
     Ok(format!("## {} ({})\n{}", scenario.name(), choice.name(), rec.render()))
 }
@@ -243,7 +251,7 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
     };
     let mut interrupts = Interrupts::new();
     let created = tokio::select! {
-        c = provider.create(&rec, false) => c.map_err(|e| (e.to_string(), false)),
+        c = provider.provision(&rec) => c.map_err(|e| (e.to_string(), false)),
         name = interrupts.recv() => Err((format!("interrupted by {name} while creating the cluster"), true)),
     };
     let cluster = match created {
@@ -256,7 +264,7 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
                 }
                 // Interrupted: kind and its children were killed; delete what they made so far.
                 if interrupted {
-                    if let Err(e) = provider.delete(&k.cluster, &rec, false).await {
+                    if let Err(e) = provider.release(&k.cluster, &rec).await {
                         r.teardown_errors.push(e.to_string());
                     }
                 }
@@ -274,12 +282,12 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
         if let Some(k) = &kind {
             // Logs of failed runs; an interrupted run only tears down.
             if report.status == Status::Failed && interrupted().is_none() {
-                match provider.export_logs(&cluster, &k.logs, &rec, false).await {
+                match provider.collect_logs(&cluster, &k.logs, &rec).await {
                     Ok(()) => report.logs = Some(k.logs.display().to_string()),
                     Err(e) => report.teardown_errors.push(e.to_string()),
                 }
             }
-            if let Err(e) = provider.delete(&cluster, &rec, false).await {
+            if let Err(e) = provider.release(&cluster, &rec).await {
                 report.teardown_errors.push(e.to_string());
             }
             report.notes.extend(k.keep_note.clone());

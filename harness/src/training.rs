@@ -17,8 +17,7 @@ use thiserror::Error;
 use crate::datafile::ApiVersion;
 use crate::faults::Presence;
 use crate::journal::{self, ClusterRef, Journal, JournalError};
-use crate::kube_ops::Kube;
-use crate::node::{HostExecutor, NodeProfile};
+use crate::node::NodeProfile;
 use crate::provider::existing::Existing;
 use crate::provider::{check_safety, Provider};
 use crate::record::Recorder;
@@ -173,16 +172,7 @@ impl Session {
     async fn resume(&self, rec: Recorder) -> Result<(Run, kube::Client), TrainingError> {
         let client = self.client().await?;
         let journal = Journal::open(&self.journal).map_err(RunError::from)?;
-        let run = Run::build(
-            self.loaded()?,
-            self.namespace.clone(),
-            self.node.clone(),
-            Kube::new(client.clone(), rec),
-            std::sync::Arc::new(HostExecutor),
-            journal,
-            Some(client.clone()),
-            false,
-        );
+        let run = Run::resume(self.loaded()?, self.namespace.clone(), self.node.clone(), client.clone(), journal, rec);
         Ok((run, client))
     }
 }
@@ -194,7 +184,7 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         return Err(TrainingError::KindNotSupported);
     };
     let provider = Existing { description: description.clone() };
-    let cluster = provider.create(&rec, false).await.map_err(TrainingError::Provider)?;
+    let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
     check_safety(&cluster, allow_existing)?;
     let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::NoNode { context: cluster.context.clone() })?;
     if loaded.scenario.fault.fault().touches_node() {

@@ -498,10 +498,11 @@ async fn the_provider_contract_through_the_library() {
         needs: KindNeeds { disable_default_cni: true, ..Default::default() },
         node_image: None,
         image_info: Default::default(),
+        host: std::sync::Arc::new(faultlab::provider::LocalHost),
     };
     let rec = Recorder::default();
     let k = kind(false);
-    let cluster = k.create(&rec, false).await.unwrap();
+    let cluster = k.provision(&rec).await.unwrap();
     assert_eq!(cluster.platform, "", "the nodes name the platform through the API, once the run has a client");
     assert_eq!(cluster.context, "kind-faultlab-contract-lib01");
     let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
@@ -513,7 +514,7 @@ async fn the_provider_contract_through_the_library() {
     assert_eq!(cluster.nodes.len(), 1);
     let node = &cluster.nodes[0];
     assert_eq!(node.name, "faultlab-contract-lib01-control-plane");
-    assert_eq!(cluster.nodes, k.nodes(&cluster, &rec, false).await.unwrap());
+    assert_eq!(cluster.nodes, k.nodes(&cluster, &rec).await.unwrap());
 
     // A node command runs with `timeout` inside the node: the stand-in runs it here.
     std::fs::write(bed.state.join("exec-runs-locally"), "").unwrap();
@@ -527,16 +528,16 @@ async fn the_provider_contract_through_the_library() {
     assert_eq!(out.status, 124, "timeout(1) ended it inside the node");
     assert!(started.elapsed() < Duration::from_secs(10));
 
-    k.export_logs(&cluster, &k.logs_dir, &rec, false).await.unwrap();
+    k.collect_logs(&cluster, &k.logs_dir, &rec).await.unwrap();
     assert!(k.logs_dir.join("faultlab-contract-lib01-control-plane/containerd.log").is_file());
     let kept = kind(true);
-    kept.delete(&cluster, &rec, false).await.unwrap();
+    kept.release(&cluster, &rec).await.unwrap();
     assert_eq!(bed.clusters(), vec!["faultlab-contract-lib01"], "--keep deletes nothing");
     assert!(rec.render().contains("delete it with `kind delete cluster --name faultlab-contract-lib01`"));
-    k.delete(&cluster, &rec, false).await.unwrap();
+    k.release(&cluster, &rec).await.unwrap();
     assert!(bed.clusters().is_empty());
     assert!(!k.workdir.exists());
-    let err = k.nodes(&cluster, &rec, false).await.unwrap_err();
+    let err = k.nodes(&cluster, &rec).await.unwrap_err();
     assert!(err.to_string().contains("has no node labelled io.x-k8s.kind.cluster=faultlab-contract-lib01"), "{err}");
 }
 

@@ -151,7 +151,7 @@ mod tests {
     #[tokio::test]
     async fn refuses_when_the_workload_has_no_such_configmap() {
         let (ctx, _) = ctx();
-        // Not a dry run, and the API has nothing: a scenario mistake, reported as such.
+        // The API has nothing: a scenario mistake, reported as such.
         let err = ConfigmapMissing { config_map: "nope".into() }.inject(&ctx).await.unwrap_err();
         assert!(err.to_string().contains("ConfigMap nope is not in namespace fl-test"), "{err}");
     }
@@ -186,8 +186,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_name_deletes_nothing_even_unchecked() {
-        let (mut ctx, _) = ctx();
-        ctx.dry_run = true;
+        let (ctx, _) = ctx();
         let err = fault("").inject(&ctx).await.unwrap_err();
         assert!(err.to_string().starts_with("save-configmap: configMap: \"\" is not a valid Kubernetes object name"), "{err}");
         assert!(fault("").fix(Step::RecreateConfigmap, &ctx).await.is_err());

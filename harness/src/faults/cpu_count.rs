@@ -292,9 +292,10 @@ impl Fault for CpuCount {
         ctx.run("write-checkpoint", Cmd::shell(restore_file(&state, Some(&checkpoint(before))))).await?;
         ctx.note("restart the kubelet, as after the resize; it exits on start (a failed restart is the fault)");
         let out = ctx.probe("restart-kubelet", ctx.node.profile.restart_kubelet()).await?;
-        // What the restart command said is a run's fact (the test bed's fails, systemd's succeeds): a
-        // plan does not guess it.
-        if out.success() && !ctx.dry_run {
+        // Where a supervisor restarts the kubelet (systemd; the kubelet's configuration is fixed at
+        // creation, so there is no extra-flags file), the restart command succeeds however the kubelet
+        // ends; the test bed's own fails with it.
+        if out.success() && ctx.node.profile.kubelet.extra_flags_file.is_none() {
             ctx.note("the restart command reported success (systemd restarts a kubelet however it ends)");
         }
         // Where nothing restarts the kubelet (the test bed), whether the dying kubelet still posts
@@ -306,19 +307,16 @@ impl Fault for CpuCount {
         // always meets the same node: tainted unreachable, or not-ready.
         let status = if ctx.node.profile.kubelet.extra_flags_file.is_some() { "Unknown" } else { "False" };
         let gate = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: status.into(), reason: None } };
-        match ctx.kube.client() {
-            Some(client) => {
-                crate::wait::node(client, ctx.node.name(), &gate, Duration::from_secs(150))
-                    .await
-                    .map_err(|e| FaultError::Check { step: "wait-node-unknown".into(), message: e.to_string() })?;
-                // The taint follows the condition on the controller's next pass (seen on kind: a pod
-                // restarted in between was scheduled onto the node, and no FailedScheduling came).
-                crate::wait::node_tainted_within(client, ctx.node.name(), Duration::from_secs(60))
-                    .await
-                    .map_err(|e| FaultError::Check { step: "wait-node-tainted".into(), message: e.to_string() })?;
-            }
-            None => ctx.rec().push(crate::record::Channel::Wait, format!("node {} Ready=Unknown (the node controller's verdict)", ctx.node.name())),
-        }
+        ctx.observe
+            .node(ctx.node.name(), &gate, Duration::from_secs(150))
+            .await
+            .map_err(|e| FaultError::Check { step: "wait-node-unknown".into(), message: e.to_string() })?;
+        // The taint follows the condition on the controller's next pass (seen on kind: a pod restarted in
+        // between was scheduled onto the node, and no FailedScheduling came).
+        ctx.observe
+            .node_tainted(ctx.node.name(), Duration::from_secs(60))
+            .await
+            .map_err(|e| FaultError::Check { step: "wait-node-tainted".into(), message: e.to_string() })?;
         ctx.note("workloads on the node cannot be restarted: restart the workload");
         ctx.restart_target("restart-workload").await?;
         Self::kubelet_rejected(ctx).await

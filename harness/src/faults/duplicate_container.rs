@@ -302,7 +302,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn dry_run_plans_every_step_with_placeholders() {
+    async fn a_plan_runs_every_step_with_placeholders() {
         let fault = DuplicateContainer::default();
         let (ctx, fake) = crate::faults::testing::plan_ctx(&fault);
         fault.inject(&ctx).await.unwrap();

@@ -72,41 +72,18 @@ pub fn set(value: u64) -> Cmd {
     Cmd::new(["sysctl".to_string(), "-w".to_string(), format!("{SYSCTL}={value}")])
 }
 
-/// How many inotify instances root's processes on the node hold: their `anon_inode:inotify` descriptors.
-/// (On kind the node container sees its own processes only: there the host is counted instead,
-/// [`count_host_in_use`].)
+/// How many inotify instances root's processes hold where the command runs: their `anon_inode:inotify`
+/// descriptors. (On kind the node container sees its own processes only: it runs on the host instead.)
 pub fn count_in_use() -> Cmd {
-    Cmd::shell(
-        "n=0; for p in /proc/[0-9]*; do [ \"$(stat -c %u \"$p\" 2>/dev/null)\" = 0 ] || continue; \
-         c=$(find \"$p/fd\" -lname 'anon_inode:inotify' 2>/dev/null | wc -l); n=$((n + c)); done; echo \"$n\"",
-    )
+    count_in("/proc")
 }
 
-/// How many inotify instances the root processes of this host hold (`anon_inode:inotify` descriptors),
-/// read from `/proc` here: on kind faultlab runs on the host whose limit the fault lowers.
-pub fn count_host_in_use() -> std::io::Result<u64> {
-    count_in_proc(std::path::Path::new("/proc"))
-}
-
-fn count_in_proc(proc: &std::path::Path) -> std::io::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let mut n = 0;
-    for entry in std::fs::read_dir(proc)? {
-        let Ok(entry) = entry else { continue };
-        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        // A process that ends meanwhile is simply not counted.
-        if entry.metadata().map(|m| m.uid()).ok() != Some(0) {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
-        n += fds
-            .filter_map(Result::ok)
-            .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:inotify"))
-            .count() as u64;
-    }
-    Ok(n)
+/// [`count_in_use`] over the process tree at `proc`.
+fn count_in(proc: &str) -> Cmd {
+    Cmd::shell(format!(
+        "n=0; for p in {proc}/[0-9]*; do [ \"$(stat -c %u \"$p\" 2>/dev/null)\" = 0 ] || continue; \
+         c=$(find \"$p/fd\" -lname 'anon_inode:inotify' 2>/dev/null | wc -l); n=$((n + c)); done; echo \"$n\""
+    ))
 }
 
 fn number(step: &str, text: &str) -> Result<u64, FaultError> {
@@ -121,20 +98,14 @@ impl InotifyLimit {
 
     /// How many inotify instances root holds where the limit applies: on the node (the test bed's node
     /// shares the host's processes), or, for a node that is a container (kind), every root process of
-    /// this host, of which the node container's are only some (faultlab runs on the Docker host). A plan
-    /// shows the count with a sample value.
+    /// this host, of which the node container's are only some (faultlab runs on the Docker host).
     async fn in_use(&self, ctx: &Ctx) -> Result<u64, FaultError> {
-        if ctx.node.profile.container.is_none() {
-            let out = ctx.run("count-inotify-instances", count_in_use()).await?;
-            return number("count-inotify-instances", &out.stdout);
-        }
-        if ctx.dry_run {
-            ctx.note("count the inotify instances of every root process on this host (/proc/*/fd): the limit is the host's");
-            return Ok(6);
-        }
-        let in_use = count_host_in_use().map_err(|e| FaultError::Check { step: "count-inotify-instances".into(), message: format!("reading this host's /proc: {e}") })?;
-        ctx.note(format!("root's processes on this host hold {in_use} inotify instances"));
-        Ok(in_use)
+        let step = "count-inotify-instances";
+        let out = match ctx.node.profile.container {
+            None => ctx.run(step, count_in_use()).await?,
+            Some(_) => ctx.run_on_host(step, count_in_use()).await?,
+        };
+        number(step, &out.stdout)
     }
 }
 
@@ -283,11 +254,18 @@ mod tests {
         std::os::unix::fs::symlink("anon_inode:inotify", proc.path().join("self/fd/3")).unwrap();
         // Tests run as root here (the test bed needs it); as another user nothing is root's.
         let expected = if unsafe { libc::geteuid() } == 0 { 2 } else { 0 };
-        assert_eq!(count_in_proc(proc.path()).unwrap(), expected, "only numbered entries, only inotify descriptors");
-        assert!(count_in_proc(&proc.path().join("missing")).is_err());
+        let count = |dir: &std::path::Path| {
+            let cmd = count_in(dir.to_str().unwrap());
+            let out = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).output().unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().parse::<u64>().unwrap()
+        };
+        assert_eq!(count(proc.path()), expected, "only numbered entries, only inotify descriptors");
+        assert_eq!(count(&proc.path().join("missing")), 0);
     }
     use crate::cmd::Output;
     use crate::faults::testing::ctx;
+    use crate::node::NodeAccess;
+    use crate::record::Channel;
     use crate::journal::Undo;
 
     fn out(text: &str) -> Output {
@@ -316,22 +294,15 @@ mod tests {
     async fn on_kind_root_is_counted_on_the_host_not_in_the_node_container() {
         let (mut ctx, fake) = ctx();
         ctx.node.profile.container = Some("faultlab-x-control-plane".into());
-        let fault = InotifyLimit::default();
-        fault.prepare(&ctx).await.unwrap();
-        assert!(fake.lines().is_empty(), "nothing is counted in the node container: {:?}", fake.lines());
-        assert!(ctx.kept::<u64>(BASELINE).is_some());
-        let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
-        assert!(notes.iter().any(|n| n.starts_with("root's processes on this host hold ")), "{notes:?}");
-
-        // A plan says so, with a sample count, and reads nothing.
-        let (mut plan, fake) = super::super::testing::ctx();
-        plan.node.profile.container = Some("faultlab-x-control-plane".into());
-        plan.dry_run = true;
-        let fault = InotifyLimit::default();
-        fault.prepare(&plan).await.unwrap();
-        assert_eq!(plan.kept::<u64>(BASELINE), Some(6));
-        assert!(fake.lines().is_empty());
-        assert!(plan.rec().render().contains("every root process on this host (/proc/*/fd): the limit is the host's"));
+        ctx.node.access = NodeAccess::Docker { container: "faultlab-x-control-plane".into() };
+        fake.respond("anon_inode:inotify", out("6\n"));
+        InotifyLimit::default().prepare(&ctx).await.unwrap();
+        assert_eq!(ctx.kept::<u64>(BASELINE), Some(6));
+        let lines = fake.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("sh -c 'n=0; for p in /proc/[0-9]*;"), "on this host, not through docker exec: {}", lines[0]);
+        let entries = ctx.rec().entries();
+        assert_eq!((entries[0].channel, entries[0].line.clone()), (Channel::Host, lines[0].clone()));
     }
 
     #[tokio::test]

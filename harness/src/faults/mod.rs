@@ -7,6 +7,8 @@
 //! in `reach`, and one that does not says why in a comment. Then add one line to [`faults!`] below,
 //! and the scenario format, the schema and the CLI know it.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,7 +18,8 @@ use crate::check::Problem;
 use crate::cmd::{Cmd, CmdError, Output};
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::{Node, NodeProfile};
+use crate::node::{Executor, Node, NodeProfile};
+use crate::observe::Observe;
 use crate::record::{Channel, Recorder};
 use crate::gates::Target;
 use crate::vars::Vars;
@@ -54,16 +57,19 @@ pub enum FaultError {
     Check { step: String, message: String },
 }
 
-/// What a fault works with: the node, the API, the journal, the run's namespace and target.
+/// What a fault works with: the node, this host, the API, the gates, the journal, the run's namespace
+/// and target. A plan gives the same context over scripted backends, so faults have no plan branches.
 pub struct Ctx {
     pub node: Node,
+    /// Runs commands on this machine (on kind, the Docker host the node containers share).
+    pub host: Arc<dyn Executor>,
     pub kube: Kube,
+    /// Waits on the cluster's nodes, claims and pods.
+    pub observe: Arc<dyn Observe>,
     pub journal: Journal,
     pub namespace: String,
     pub target: Target,
     pub vars: Vars,
-    /// True in `faultlab plan`: nothing runs, outputs are empty.
-    pub dry_run: bool,
 }
 
 impl Ctx {
@@ -86,6 +92,12 @@ impl Ctx {
     pub async fn probe(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
         self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
         self.node.probe(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
+    }
+
+    /// Run a command on this machine rather than on the node; failure is an error naming `step`.
+    pub async fn run_on_host(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
+        self.rec().push(Channel::Host, cmd.shell_line());
+        self.host.run(&cmd.argv, &cmd, false).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
     }
 
     /// Keep what the fault learnt (a route, a count) in the run's journal, so every phase and every
@@ -357,8 +369,6 @@ faults! {
 #[cfg(test)]
 pub(crate) mod testing {
     //! A context over a fake executor and a dry API, for argv-plan tests.
-    use std::sync::Arc;
-
     use super::*;
     use crate::node::FakeExecutor;
 
@@ -370,11 +380,12 @@ pub(crate) mod testing {
         let ctx = Ctx {
             vars: Vars::new("fl-test", &profile),
             node,
-            kube: Kube::dry(rec),
+            host: fake.clone(),
+            kube: Kube::dry(rec.clone()),
+            observe: Arc::new(crate::observe::Planned { rec }),
             journal: Journal::in_memory("test"),
             namespace: "fl-test".into(),
             target: Target { selector: "app=web".into(), claim: None },
-            dry_run: false,
         };
         (ctx, fake)
     }
@@ -383,7 +394,6 @@ pub(crate) mod testing {
     /// plan answers, as in `faultlab plan`.
     pub fn plan_ctx(fault: &dyn Fault) -> (Ctx, Arc<FakeExecutor>) {
         let (mut ctx, fake) = ctx();
-        ctx.dry_run = true;
         for (needle, output) in fault.plan_answers(&ctx.node.profile, &ctx.namespace) {
             fake.respond(needle, output);
         }

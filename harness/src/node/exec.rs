@@ -1,11 +1,13 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(test)]
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 
 use super::{NodeAccess, NodeProfile};
 use crate::cmd::{self, Cmd, CmdError, Output};
 
-/// Runs host argv. The real one spawns processes; the fake one records them for tests and plans.
+/// Runs host argv. The real one spawns processes; a plan's answers from a script (tests' records them).
 #[async_trait]
 pub trait Executor: Send + Sync {
     /// Run `argv` on this machine; a non-zero exit is an error unless `allow_failure`.
@@ -23,15 +25,47 @@ impl Executor for HostExecutor {
     }
 }
 
-type Responder = Box<dyn Fn(&[String]) -> Option<Output> + Send + Sync>;
+/// The answer of a script for `argv`: the last `(needle, output)` whose needle is in its shell line,
+/// else success with no output; a failure is an error unless `allow_failure`, as from a real command.
+fn scripted_answer<'a>(script: impl DoubleEndedIterator<Item = (&'a str, &'a Output)>, argv: &[String], allow_failure: bool) -> Result<Output, CmdError> {
+    let line = cmd::shell_join(argv);
+    let answer = script.rev().find(|(needle, _)| line.contains(needle)).map(|(_, o)| o.clone()).unwrap_or_default();
+    if answer.success() || allow_failure {
+        Ok(answer)
+    } else {
+        Err(CmdError::Failed { line, status: answer.status, stdout: answer.stdout, stderr: answer.stderr })
+    }
+}
 
-/// Records every argv and answers from a script of responses (default: success, empty output).
+/// A plan's executor: runs nothing, and answers each command from a script (a fault's plan answers:
+/// a substring of the command line and its output; the last match wins, and by default a command
+/// succeeds with no output).
+pub struct ScriptedExecutor {
+    script: Vec<(&'static str, Output)>,
+}
+
+impl ScriptedExecutor {
+    pub fn new(script: Vec<(&'static str, Output)>) -> Self {
+        ScriptedExecutor { script }
+    }
+}
+
+#[async_trait]
+impl Executor for ScriptedExecutor {
+    async fn run(&self, argv: &[String], _cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+        scripted_answer(self.script.iter().map(|(n, o)| (*n, o)), argv, allow_failure)
+    }
+}
+
+/// A test's executor: records every argv and answers from a script it can add to as it goes.
+#[cfg(test)]
 #[derive(Default)]
 pub struct FakeExecutor {
     pub calls: Mutex<Vec<Vec<String>>>,
-    responders: Mutex<Vec<Responder>>,
+    script: Mutex<Vec<(String, Output)>>,
 }
 
+#[cfg(test)]
 impl FakeExecutor {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
@@ -39,10 +73,7 @@ impl FakeExecutor {
 
     /// Answer commands whose shell line contains `needle` with `output`.
     pub fn respond(&self, needle: &str, output: Output) {
-        let needle = needle.to_owned();
-        self.responders.lock().unwrap().push(Box::new(move |argv| {
-            cmd::shell_join(argv).contains(&needle).then(|| output.clone())
-        }));
+        self.script.lock().unwrap().push((needle.to_owned(), output));
     }
 
     /// Every recorded call as a shell line.
@@ -51,21 +82,13 @@ impl FakeExecutor {
     }
 }
 
+#[cfg(test)]
 #[async_trait]
 impl Executor for FakeExecutor {
     async fn run(&self, argv: &[String], _cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
         self.calls.lock().unwrap().push(argv.to_vec());
-        let answer = self.responders.lock().unwrap().iter().rev().find_map(|r| r(argv)).unwrap_or_default();
-        if answer.success() || allow_failure {
-            Ok(answer)
-        } else {
-            Err(CmdError::Failed {
-                line: cmd::shell_join(argv),
-                status: answer.status,
-                stdout: answer.stdout,
-                stderr: answer.stderr,
-            })
-        }
+        let script = self.script.lock().unwrap();
+        scripted_answer(script.iter().map(|(n, o)| (n.as_str(), o)), argv, allow_failure)
     }
 }
 

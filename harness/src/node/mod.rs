@@ -9,5 +9,7 @@
 mod exec;
 mod profile;
 
-pub use exec::{Executor, FakeExecutor, HostExecutor, Node};
+#[cfg(test)]
+pub use exec::FakeExecutor;
+pub use exec::{Executor, HostExecutor, Node, ScriptedExecutor};
 pub use profile::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile};

@@ -36,7 +36,7 @@ impl Provider for Existing {
         "existing"
     }
 
-    async fn create(&self, rec: &Recorder, _dry_run: bool) -> Result<Cluster, ProviderError> {
+    async fn provision(&self, rec: &Recorder) -> Result<Cluster, ProviderError> {
         let bed = self.read()?;
         rec.push(Channel::Note, format!("use context {} of {} ({})", bed.context, bed.kubeconfig.display(), self.description.display()));
         Ok(Cluster {
@@ -51,11 +51,11 @@ impl Provider for Existing {
         })
     }
 
-    async fn nodes(&self, cluster: &Cluster, _rec: &Recorder, _dry_run: bool) -> Result<Vec<NodeProfile>, ProviderError> {
+    async fn nodes(&self, cluster: &Cluster, _rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError> {
         Ok(cluster.nodes.clone())
     }
 
-    async fn export_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder, _dry_run: bool) -> Result<(), ProviderError> {
+    async fn collect_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder) -> Result<(), ProviderError> {
         rec.push(Channel::Note, format!("test-bed logs stay in /var/log/faultlab/testbed (not copied to {})", dir.display()));
         Ok(())
     }

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, NodeSystemInfo};
 use serde_json::{json, Value};
 
-use super::{Cluster, Ownership, Provider, ProviderError};
+use super::{Cluster, Host, Ownership, Provider, ProviderError};
 use crate::cmd::{self, Cmd};
 use crate::kube_ops::Kube;
 use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile};
@@ -201,6 +201,8 @@ pub struct Kind {
     pub node_image: Option<String>,
     /// What the node image's labels say (read before `kind create`; defaults for kindest/node).
     pub image_info: std::sync::OnceLock<NodeImage>,
+    /// Where kind and docker run: this machine, or a plan's scripted host.
+    pub host: std::sync::Arc<dyn Host>,
 }
 
 /// What a node image says of itself in its labels: the images it holds by role (`dev.faultlab.image.<role>`,
@@ -445,42 +447,34 @@ impl Kind {
     /// Refuse before creating anything when the host has no room for what the fault writes there:
     /// ask Docker for its root directory (`docker info`), where the node's volumes live, and read the
     /// free space of the file system holding it (statvfs, as this user).
-    async fn check_host_disk(&self, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+    async fn check_host_disk(&self, rec: &Recorder) -> Result<(), ProviderError> {
         let need = self.needs.host_disk_mib;
         if need == 0 {
             return Ok(());
         }
-        let argv = docker_root_argv();
-        if dry_run {
-            rec.push(Channel::Host, cmd::shell_join(&argv));
-            rec.push(Channel::Note, format!("the fault writes up to {need} MiB to the host's disk: Docker's root must have that much free, and {HOST_DISK_SPARE_MIB} MiB more"));
-            return Ok(());
-        }
-        let out = self.host(rec, false, argv, Duration::from_secs(30)).await.map_err(|source| ProviderError::DockerRoot { source })?;
+        let out = self.host.run(rec, docker_root_argv(), Duration::from_secs(30)).await.map_err(|source| ProviderError::DockerRoot { source })?;
         let root = PathBuf::from(out.stdout.trim());
         if !root.is_absolute() {
             return Err(ProviderError::HostDisk { message: format!("Docker named {:?} as its root directory, which is not an absolute path", out.stdout.trim()) });
         }
-        let free = free_mib(&root).map_err(|source| ProviderError::FreeSpace { path: root.clone(), source })?;
-        rec.push(Channel::Note, host_room(&root, free, need)?);
+        match self.host.free_mib(&root).map_err(|source| ProviderError::FreeSpace { path: root.clone(), source })? {
+            Some(free) => rec.push(Channel::Note, host_room(&root, free, need)?),
+            None => rec.push(Channel::Note, format!("the fault writes up to {need} MiB under Docker's root {}: its file system must have that much free, and {HOST_DISK_SPARE_MIB} MiB more", root.display())),
+        }
         Ok(())
     }
 
-    /// Read the node image's labels (`docker image inspect`) into `image_info`. In a plan, or when the
-    /// image is not present locally (kind pulls it), the defaults stand and the plan says so.
-    async fn read_image_labels(&self, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+    /// Read the node image's labels (`docker image inspect`) into `image_info`. When the image is not
+    /// present locally (kind pulls it), or has no labels of ours, kindest/node's defaults stand.
+    async fn read_image_labels(&self, rec: &Recorder) -> Result<(), ProviderError> {
         let image = self.image()?;
-        let argv = inspect_labels_argv(&image);
-        if dry_run {
-            rec.push(Channel::Host, cmd::shell_join(&argv));
-            rec.push(Channel::Note, format!("node image {image}: its dev.faultlab.* labels name the images and CRI client it holds (kindest/node: none; it pulls)"));
-            return Ok(());
-        }
-        match self.host(rec, false, argv, Duration::from_secs(30)).await {
+        match self.host.run(rec, inspect_labels_argv(&image), Duration::from_secs(30)).await {
             Ok(out) => {
                 let info = NodeImage::from_labels_json(&image, &out.stdout)?;
                 if !info.images.is_empty() || info.crictl.is_some() {
                     rec.push(Channel::Note, format!("node image {image}: images {:?}, CRI client {}", info.images, info.crictl.as_deref().unwrap_or("crictl")));
+                } else {
+                    rec.push(Channel::Note, format!("node image {image} has no dev.faultlab.* labels naming its images and CRI client: taken as kindest/node, which pulls them"));
                 }
                 let _ = self.image_info.set(info);
             }
@@ -489,23 +483,19 @@ impl Kind {
         Ok(())
     }
 
-    async fn host(&self, rec: &Recorder, dry_run: bool, argv: Vec<String>, timeout: Duration) -> Result<cmd::Output, cmd::CmdError> {
-        rec.push(Channel::Host, cmd::shell_join(&argv));
-        if dry_run {
-            return Ok(cmd::Output::default());
-        }
-        cmd::run_host(&argv, None, timeout, false).await
-    }
-
-    fn require(program: &str, what: &'static str, hint: &'static str) -> Result<(), ProviderError> {
-        let found = std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-            .unwrap_or(false);
-        if found {
+    fn require(&self, program: &str, what: &'static str, hint: &'static str) -> Result<(), ProviderError> {
+        if self.host.has(program) {
             Ok(())
         } else {
             Err(ProviderError::MissingBinary { what, program: program.into(), hint })
         }
+    }
+
+    /// What a plan's host answers: the node container kind will make, Docker's root, and an image
+    /// without labels of ours.
+    pub fn plan_answers(&self) -> Vec<(&'static str, cmd::Output)> {
+        let node = format!("{}-control-plane\n", self.name);
+        vec![("docker ps --filter", cmd::Output::ok(node)), ("docker info", cmd::Output::ok("/var/lib/docker\n")), ("docker image inspect", cmd::Output::ok("null\n"))]
     }
 
     fn node_list_argv(&self) -> Vec<String> {
@@ -520,17 +510,14 @@ impl Kind {
     }
 
     /// Run the bootstrap commands on every node as soon as the node containers exist.
-    async fn bootstrap_nodes(&self, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+    async fn bootstrap_nodes(&self, rec: &Recorder) -> Result<(), ProviderError> {
         if self.needs.node_bootstrap.is_empty() {
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
         let nodes = loop {
-            let out = self.host(rec, dry_run, self.node_list_argv(), Duration::from_secs(30)).await;
+            let out = self.host.run(rec, self.node_list_argv(), Duration::from_secs(30)).await;
             let names: Vec<String> = out.map(|o| o.stdout.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect()).unwrap_or_default();
-            if dry_run {
-                break vec![format!("{}-control-plane", self.name)];
-            }
             if !names.is_empty() {
                 break names;
             }
@@ -543,7 +530,7 @@ impl Kind {
             let access = crate::node::NodeAccess::Docker { container: node.clone() };
             for c in &self.needs.node_bootstrap {
                 let argv = access.wrap(c);
-                self.host(rec, dry_run, argv, c.timeout + Duration::from_secs(15))
+                self.host.run(rec, argv, c.timeout + Duration::from_secs(15))
                     .await
                     .map_err(|source| ProviderError::Create { name: self.name.clone(), source })?;
             }
@@ -586,35 +573,23 @@ impl Provider for Kind {
         "kind"
     }
 
-    async fn create(&self, rec: &Recorder, dry_run: bool) -> Result<Cluster, ProviderError> {
-        if !dry_run {
-            Self::require("kind", "kind", "install kind v0.27.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
-            Self::require("docker", "docker", "kind needs Docker")?;
-            self.arch.check_runnable()?;
+    async fn provision(&self, rec: &Recorder) -> Result<Cluster, ProviderError> {
+        self.require("kind", "kind", "install kind v0.27.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
+        self.require("docker", "docker", "kind needs Docker")?;
+        if let Err(e) = self.arch.check_runnable() {
+            self.host.refuse(rec, e)?;
         }
         let config = self.compose()?;
-        self.read_image_labels(rec, dry_run).await?;
-        self.check_host_disk(rec, dry_run).await?;
+        self.read_image_labels(rec).await?;
+        self.check_host_disk(rec).await?;
         let config_path = self.workdir.join("kind-config.yaml");
         let origin = match &self.node_image {
             Some(i) => format!("kind-configs/{}.yaml with --node-image {i}", self.arch.as_str()),
             None => format!("kind-configs/{}.yaml", self.arch.as_str()),
         };
         rec.push(Channel::Note, format!("kind config {} (from {origin}):\n{}", config_path.display(), indent(&config)));
-        if dry_run {
-            let platform = self.planned_platform();
-            rec.push(Channel::Note, format!("platform {platform}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap"));
-        }
-        if dry_run {
-            if let Err(e) = self.arch.check_runnable() {
-                rec.push(Channel::Note, format!("plan only: {}", e.to_string().trim_start_matches("kind config: ")));
-            }
-        } else {
-            std::fs::create_dir_all(&self.workdir).map_err(|source| ProviderError::Write { path: self.workdir.clone(), source })?;
-            std::fs::write(&config_path, &config).map_err(|source| ProviderError::Write { path: config_path.clone(), source })?;
-            let owner = self.workdir.join("owner");
-            std::fs::write(&owner, format!("{}\n", std::process::id())).map_err(|source| ProviderError::Write { path: owner, source })?;
-        }
+        self.host.write(&config_path, &config)?;
+        self.host.write(&self.workdir.join("owner"), &format!("{}\n", std::process::id()))?;
         let mut argv: Vec<String> = vec![
             "kind".into(),
             "create".into(),
@@ -638,8 +613,8 @@ impl Provider for Kind {
         argv.push("--retain".into());
         // kind creates; meanwhile the bootstrap readies each node (for example a local-only sandbox tag).
         // Whichever fails first ends the other (its processes are killed with their process group).
-        let create = self.host(rec, dry_run, argv, Duration::from_secs(600));
-        let boot = self.bootstrap_nodes(rec, dry_run);
+        let create = self.host.run(rec, argv, Duration::from_secs(600));
+        let boot = self.bootstrap_nodes(rec);
         tokio::pin!(create, boot);
         let outcome: Result<(), ProviderError> = tokio::select! {
             biased;
@@ -657,18 +632,17 @@ impl Provider for Kind {
             // The nodes are still there (--retain): export their logs, then delete them (with --keep,
             // delete only says how to do it later).
             let mut cleanup = Vec::new();
-            if let Err(e) = self.export_logs(&cluster, &self.logs_dir, rec, dry_run).await {
+            if let Err(e) = self.collect_logs(&cluster, &self.logs_dir, rec).await {
                 cleanup.push(e.to_string());
             }
-            if let Err(e) = self.delete(&cluster, rec, dry_run).await {
+            if let Err(e) = self.release(&cluster, rec).await {
                 cleanup.push(e.to_string());
             }
             return Err(if cleanup.is_empty() { err } else { ProviderError::CleanupAfterCreate { source: Box::new(err), errors: cleanup } });
         }
-        cluster.nodes = self.nodes(&cluster, rec, dry_run).await?;
+        cluster.nodes = self.nodes(&cluster, rec).await?;
         // The platform is what the nodes report, asked through the API once the run has a client
-        // (`Provider::platform`); until then a run's cluster has none, and a plan says so.
-        cluster.platform = if dry_run { self.planned_platform() } else { String::new() };
+        // (`Provider::platform`); until then the cluster has none.
         Ok(cluster)
     }
 
@@ -679,15 +653,13 @@ impl Provider for Kind {
         Ok(platform)
     }
 
-    async fn nodes(&self, _cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<Vec<NodeProfile>, ProviderError> {
+    async fn nodes(&self, _cluster: &Cluster, rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError> {
         let out = self
-            .host(rec, dry_run, self.node_list_argv(), Duration::from_secs(30))
+            .host
+            .run(rec, self.node_list_argv(), Duration::from_secs(30))
             .await
             .map_err(|source| ProviderError::ListNodes { name: self.name.clone(), source })?;
         let mut names: Vec<String> = out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
-        if dry_run && names.is_empty() {
-            names.push(format!("{}-control-plane", self.name));
-        }
         names.sort();
         if names.is_empty() {
             return Err(ProviderError::NoNodes { name: self.name.clone(), label: format!("{CLUSTER_LABEL}={}", self.name) });
@@ -695,27 +667,27 @@ impl Provider for Kind {
         Ok(names.iter().map(|n| self.node_profile(n)).collect())
     }
 
-    async fn export_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+    async fn collect_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder) -> Result<(), ProviderError> {
         let argv = vec!["kind".into(), "export".into(), "logs".into(), dir.display().to_string(), "--name".into(), self.name.clone()];
-        self.host(rec, dry_run, argv, Duration::from_secs(300))
+        self.host
+            .run(rec, argv, Duration::from_secs(300))
             .await
             .map(|_| ())
             .map_err(|source| ProviderError::ExportLogs { name: self.name.clone(), source })
     }
 
-    async fn delete(&self, _cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<(), ProviderError> {
+    async fn release(&self, _cluster: &Cluster, rec: &Recorder) -> Result<(), ProviderError> {
         if self.keep {
             rec.push(Channel::Note, self.keep_message());
             return Ok(());
         }
         let argv = delete_argv(&self.name, Some(&self.kubeconfig()));
-        self.host(rec, dry_run, argv, Duration::from_secs(300))
+        self.host
+            .run(rec, argv, Duration::from_secs(300))
             .await
             .map_err(|source| ProviderError::Delete { name: self.name.clone(), source })?;
-        if !dry_run {
-            // The composed config, the kubeconfig and the owner file go with the cluster.
-            let _ = std::fs::remove_dir_all(&self.workdir);
-        }
+        // The composed config, the kubeconfig and the owner file go with the cluster.
+        self.host.remove_dir_all(&self.workdir);
         Ok(())
     }
 }
@@ -787,6 +759,7 @@ mod tests {
             needs,
             node_image: None,
             image_info: Default::default(),
+            host: std::sync::Arc::new(crate::provider::LocalHost),
         }
     }
 
@@ -969,13 +942,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_dry_create_plans_without_running_and_notes_what_a_run_would_refuse() {
+    async fn a_planned_provision_runs_nothing_and_notes_what_a_run_would_refuse() {
         let host = Arch::host().unwrap();
         let other = if host == Arch::Amd64 { Arch::Arm64 } else { Arch::Amd64 };
         let rec = Recorder::default();
-        let k = kind(other, KindNeeds { disable_default_cni: true, ..Default::default() });
-        let cluster = k.create(&rec, true).await.unwrap();
-        assert!(cluster.platform.starts_with("kind-<kubelet minor>") && cluster.platform.contains(other.as_str()), "{}", cluster.platform);
+        let mut k = kind(other, KindNeeds { disable_default_cni: true, ..Default::default() });
+        k.host = std::sync::Arc::new(crate::provider::PlannedHost::new(k.plan_answers()));
+        let cluster = k.provision(&rec).await.unwrap();
         assert_eq!(cluster.nodes[0].name, "faultlab-t-abcde-control-plane");
         let plan = rec.render();
         assert!(plan.contains(&format!("plan only: this host is {}", std::env::consts::ARCH)), "{plan}");

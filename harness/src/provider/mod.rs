@@ -5,15 +5,16 @@
 //! Nodes are found by label, never by guessed names.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use thiserror::Error;
 
-use crate::cmd::CmdError;
+use crate::cmd::{self, CmdError, Output};
 use crate::datafile::DataFileError;
 use crate::kube_ops::{Kube, KubeError};
 use crate::node::NodeProfile;
-use crate::record::Recorder;
+use crate::record::{Channel, Recorder};
 
 pub mod existing;
 pub mod kind;
@@ -113,16 +114,111 @@ pub struct Cluster {
     pub ownership: Ownership,
 }
 
-/// Creates (or connects to), lists nodes of, exports logs of, and deletes clusters.
+/// This machine as a provider uses it: the commands it runs here (kind, docker) and what it reads and
+/// writes of this host. [`LocalHost`] does it; [`PlannedHost`] is a plan's, which runs and writes
+/// nothing and answers from a script, so a provider has no plan branches.
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// Run `argv` here, written to `rec` first.
+    async fn run(&self, rec: &Recorder, argv: Vec<String>, timeout: Duration) -> Result<Output, CmdError>;
+    /// Is `program` on PATH? (a plan needs none)
+    fn has(&self, program: &str) -> bool;
+    /// Free MiB of the file system holding `path`; `None` in a plan, which does not look.
+    fn free_mib(&self, path: &Path) -> std::io::Result<Option<u64>>;
+    /// Write a file (a plan writes nothing).
+    fn write(&self, path: &Path, contents: &str) -> Result<(), ProviderError>;
+    /// Remove a directory and what it holds, if it is there (a plan removes nothing).
+    fn remove_dir_all(&self, path: &Path);
+    /// A refusal about this host (a node architecture it cannot run): a run stops on it, a plan notes
+    /// it and goes on, since it only shows what a run would do.
+    fn refuse(&self, rec: &Recorder, err: ProviderError) -> Result<(), ProviderError>;
+}
+
+/// This machine.
+pub struct LocalHost;
+
+#[async_trait]
+impl Host for LocalHost {
+    async fn run(&self, rec: &Recorder, argv: Vec<String>, timeout: Duration) -> Result<Output, CmdError> {
+        rec.push(Channel::Host, cmd::shell_join(&argv));
+        cmd::run_host(&argv, None, timeout, false).await
+    }
+
+    fn has(&self, program: &str) -> bool {
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    }
+
+    fn free_mib(&self, path: &Path) -> std::io::Result<Option<u64>> {
+        kind::free_mib(path).map(Some)
+    }
+
+    fn write(&self, path: &Path, contents: &str) -> Result<(), ProviderError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| ProviderError::Write { path: dir.to_owned(), source })?;
+        }
+        std::fs::write(path, contents).map_err(|source| ProviderError::Write { path: path.to_owned(), source })
+    }
+
+    fn remove_dir_all(&self, path: &Path) {
+        let _ = std::fs::remove_dir_all(path);
+    }
+
+    fn refuse(&self, _rec: &Recorder, err: ProviderError) -> Result<(), ProviderError> {
+        Err(err)
+    }
+}
+
+/// A plan's host: commands are written to the record and answered from a script (a substring of the
+/// command line and its output, the last match winning; by default success with no output).
+pub struct PlannedHost {
+    exec: crate::node::ScriptedExecutor,
+}
+
+impl PlannedHost {
+    pub fn new(answers: Vec<(&'static str, Output)>) -> Self {
+        PlannedHost { exec: crate::node::ScriptedExecutor::new(answers) }
+    }
+}
+
+#[async_trait]
+impl Host for PlannedHost {
+    async fn run(&self, rec: &Recorder, argv: Vec<String>, _timeout: Duration) -> Result<Output, CmdError> {
+        use crate::node::Executor;
+        rec.push(Channel::Host, cmd::shell_join(&argv));
+        self.exec.run(&argv, &cmd::Cmd::new(argv.clone()), false).await
+    }
+
+    fn has(&self, _program: &str) -> bool {
+        true
+    }
+
+    fn free_mib(&self, _path: &Path) -> std::io::Result<Option<u64>> {
+        Ok(None)
+    }
+
+    fn write(&self, _path: &Path, _contents: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
+    fn remove_dir_all(&self, _path: &Path) {}
+
+    fn refuse(&self, rec: &Recorder, err: ProviderError) -> Result<(), ProviderError> {
+        rec.push(Channel::Note, format!("plan only: {}", err.to_string().trim_start_matches("kind config: ")));
+        Ok(())
+    }
+}
+
+/// Where scenarios run: provisions a cluster (or connects to one), lists its nodes, collects its logs
+/// and releases it. Its commands on this machine go through its [`Host`].
 #[async_trait]
 pub trait Provider: Send + Sync {
     fn name(&self) -> &'static str;
 
-    /// Create or connect. Host commands are recorded in `rec` (and only recorded in a dry run).
-    async fn create(&self, rec: &Recorder, dry_run: bool) -> Result<Cluster, ProviderError>;
+    /// Create or connect. Host commands are written to `rec`.
+    async fn provision(&self, rec: &Recorder) -> Result<Cluster, ProviderError>;
 
     /// The cluster's nodes, found by label.
-    async fn nodes(&self, cluster: &Cluster, rec: &Recorder, dry_run: bool) -> Result<Vec<NodeProfile>, ProviderError>;
+    async fn nodes(&self, cluster: &Cluster, rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError>;
 
     /// The platform name (the expectations directory), once a client can reach the cluster. Default:
     /// the one `create` found (the test bed's description names it); kind asks the nodes.
@@ -130,13 +226,13 @@ pub trait Provider: Send + Sync {
         Ok(cluster.platform.clone())
     }
 
-    /// Export logs to `dir` (default: nothing to export).
-    async fn export_logs(&self, _cluster: &Cluster, _dir: &Path, _rec: &Recorder, _dry_run: bool) -> Result<(), ProviderError> {
+    /// Collect the cluster's logs into `dir` (default: nothing to collect).
+    async fn collect_logs(&self, _cluster: &Cluster, _dir: &Path, _rec: &Recorder) -> Result<(), ProviderError> {
         Ok(())
     }
 
-    /// Delete what `create` made (default: nothing).
-    async fn delete(&self, _cluster: &Cluster, _rec: &Recorder, _dry_run: bool) -> Result<(), ProviderError> {
+    /// Release what `provision` made (default: nothing).
+    async fn release(&self, _cluster: &Cluster, _rec: &Recorder) -> Result<(), ProviderError> {
         Ok(())
     }
 }
