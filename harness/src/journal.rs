@@ -230,14 +230,14 @@ impl Journal {
         self.save()
     }
 
-    /// The objects of `kind` that the undos re-create (each was journalled before it was deleted), in
-    /// the order they were recorded.
-    pub fn recreated(&self, kind: &str) -> Vec<serde_json::Value> {
+    /// The objects of `kind` that the undos re-create (each was journalled before it was deleted), with
+    /// their namespaces (none: cluster-wide), in the order they were recorded.
+    pub fn recreated(&self, kind: &str) -> Vec<(Option<String>, serde_json::Value)> {
         let file = self.file.lock().unwrap();
         file.entries
             .iter()
             .filter_map(|e| match &e.undo {
-                Undo::CreateObject { object, .. } if object["kind"] == kind => Some(object.clone()),
+                Undo::CreateObject { object, namespace } if object["kind"] == kind => Some((namespace.clone(), object.clone())),
                 _ => None,
             })
             .collect()

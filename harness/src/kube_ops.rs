@@ -297,6 +297,18 @@ impl Kube {
         self.api.list(&ar, ns, selector).await?.into_iter().map(|o| typed(o, &ar)).collect()
     }
 
+    /// Get an object of any kind, whole; None if absent (in a plan, unless its script answers).
+    pub async fn get_object(&self, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError> {
+        let ar = resource(api_version, kind);
+        self.note(format!("GET {}", path(&ar, ns, Some(name))));
+        let mut found = self.api.get(&ar, ns, name).await?;
+        if let Some(o) = found.as_mut() {
+            o["apiVersion"] = api_version.into();
+            o["kind"] = kind.into();
+        }
+        Ok(found)
+    }
+
     /// Get a typed object; None if absent (in a plan, unless its script answers).
     pub async fn get<K>(&self, ns: Option<&str>, name: &str) -> Result<Option<K>, KubeError>
     where
@@ -307,6 +319,26 @@ impl Kube {
         self.note(format!("GET {at}"));
         self.api.get(&ar, ns, name).await?.map(|o| typed(o, &ar)).transpose()
     }
+}
+
+/// An object as it can be created again: its apiVersion, kind, name, labels and annotations and its
+/// own fields (`data`, `spec`, a class's `provisioner`), without its status and what the server set
+/// (uid, resourceVersion, timestamps, managed fields).
+pub fn restorable(object: &serde_json::Value) -> serde_json::Value {
+    let mut v = object.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+        let meta = &object["metadata"];
+        let mut kept = serde_json::Map::new();
+        for key in ["name", "labels", "annotations"] {
+            if let Some(x) = meta.get(key).filter(|x| !x.is_null()) {
+                kept.insert(key.into(), x.clone());
+            }
+        }
+        o.insert("metadata".into(), kept.into());
+        o.retain(|_, x| !x.is_null());
+    }
+    v
 }
 
 /// Why `value`, not blank, cannot be the one path segment that names an object or a namespace, if it
@@ -461,6 +493,17 @@ pub async fn connect(path: &std::path::Path, context: &str) -> Result<Client, Ku
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restorable_copy_keeps_the_content_and_drops_what_the_server_set() {
+        let live = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "ns", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"}, "annotations": null, "managedFields": []},
+            "data": {"k": "v"}, "binaryData": null, "status": {}
+        });
+        let want = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "labels": {"a": "b"}}, "data": {"k": "v"}});
+        assert_eq!(restorable(&live), want);
+    }
 
     #[test]
     fn paths_of_core_and_grouped_resources() {

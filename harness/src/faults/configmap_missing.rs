@@ -5,33 +5,19 @@
 //! the ConfigMap, which recreates it. faultlab recreates it as that controller would on start.
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::ConfigMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
-use crate::gates::Target;
 use crate::check::{dns_subdomain, Problem};
-use crate::journal::Undo;
+use crate::gates::Target;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigmapMissing {
     /// The ConfigMap to delete; it must be part of the workload.
     pub config_map: String,
-}
-
-impl ConfigmapMissing {
-    /// The copy the owning controller would write again: kept in the journal (as the undo), so a fix
-    /// applied by another process (`faultlab solution --apply`) writes the same data.
-    fn saved(&self, ctx: &Ctx) -> Value {
-        ctx.journal
-            .recreated("ConfigMap")
-            .into_iter()
-            .find(|o| o["metadata"]["name"] == self.config_map.as_str())
-            .unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": self.config_map}}))
-    }
 }
 
 /// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
@@ -52,13 +38,10 @@ impl Fault for ConfigmapMissing {
     /// The ConfigMap's name is a Kubernetes object name (a DNS-1123 subdomain): an empty one would
     /// make the delete address every ConfigMap of the namespace.
     fn check(&self) -> Vec<Problem> {
-        dns_subdomain("configMap", &self.config_map)
-            .map(|p| Problem::new(p.field, format!("{}; it names the ConfigMap the fault deletes, which the workload's manifests create", p.message)))
-            .into_iter()
-            .collect()
+        let why = "it names the ConfigMap the fault deletes, which the workload's manifests create";
+        dns_subdomain("configMap", &self.config_map).map(|p| Problem::new(p.field, format!("{}; {why}", p.message))).into_iter().collect()
     }
 
-    /// The ConfigMap it deletes must be one the workload creates.
     fn workload_refs(&self) -> Vec<WorkloadRef> {
         vec![WorkloadRef { field: "configMap", kind: "ConfigMap", name: self.config_map.clone() }]
     }
@@ -68,41 +51,30 @@ impl Fault for ConfigmapMissing {
         vec![(format!("/configmaps/{}", self.config_map), json!({"metadata": {"name": self.config_map}}))]
     }
 
-        async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+    /// Journal a copy (the undo, and what the fix writes again), delete it, restart the workload.
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("save-configmap")?;
-        let current: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("save-configmap"))?;
-        if current.is_none() {
-            return Err(FaultError::Check {
-                step: "save-configmap".into(),
-                message: format!("ConfigMap {} is not in namespace {}; the workload must create it", self.config_map, ctx.namespace),
-            });
-        }
-        let cm = current.unwrap_or_default();
-        let object = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": self.config_map, "labels": cm.metadata.labels, "annotations": cm.metadata.annotations},
-            "data": cm.data,
-            "binaryData": cm.binary_data,
-        });
-        // Journalled before the deletion: the undo writes it again, and the fix reads it from here.
-        ctx.journal.record(
-            format!("re-create ConfigMap {}", self.config_map),
-            Undo::CreateObject { namespace: Some(ctx.namespace.clone()), object },
-        )?;
-        let ar = crate::kube_ops::resource("v1", "ConfigMap");
-        ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("delete-configmap"))?;
+        let Some(current) = self.get(ctx, "save-configmap").await? else {
+            let message = format!("ConfigMap {} is not in namespace {}; the workload must create it", self.config_map, ctx.namespace);
+            return Err(FaultError::Check { step: "save-configmap".into(), message });
+        };
+        ctx.delete_restorably("delete-configmap", Some(&ctx.namespace), &current).await?;
         ctx.note("pods started from now on cannot mount it: restart the workload");
         ctx.restart_target("restart-workload").await
     }
 
     /// In place while the workload's ConfigMap is missing.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
-        let found: Option<ConfigMap> = ctx.kube.get(Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err("check-configmap"))?;
-        Ok(match found {
+        Ok(match self.get(ctx, "check-configmap").await? {
             Some(_) => Presence::Absent(format!("ConfigMap {} exists", self.config_map)),
             None => Presence::Present(format!("ConfigMap {} is still missing", self.config_map)),
         })
+    }
+}
+
+impl ConfigmapMissing {
+    async fn get(&self, ctx: &Ctx, step: &str) -> Result<Option<serde_json::Value>, FaultError> {
+        ctx.kube.get_object("v1", "ConfigMap", Some(&ctx.namespace), &self.config_map).await.map_err(Ctx::api_err(step))
     }
 }
 
@@ -110,21 +82,19 @@ impl Fault for ConfigmapMissing {
 impl Fix for ConfigmapMissing {
     type Step = Step;
 
+    /// Creating a ConfigMap that exists already succeeds: the step is idempotent.
     async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
         let step = super::steps::Steps::name(which);
+        self.refuse_bad_parameters(step)?;
         match which {
-            // Creating a ConfigMap that exists already succeeds: the step is idempotent.
-            Step::RecreateConfigmap => {
-                self.refuse_bad_parameters(step)?;
-                ctx.kube.create_object(Some(&ctx.namespace), self.saved(ctx)).await.map(drop).map_err(Ctx::api_err(step))
-            }
+            Step::RecreateConfigmap => ctx.recreate(step, "ConfigMap", Some(&self.config_map)).await,
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::Undo;
     use crate::faults::testing::ctx;
 
     #[tokio::test]

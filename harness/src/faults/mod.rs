@@ -127,11 +127,25 @@ impl Ctx {
         Ok(())
     }
 
-    /// Record, before deleting it, that a cluster-wide object must be created again at teardown.
-    pub fn undo_by_recreating(&self, object: serde_json::Value) -> Result<(), FaultError> {
-        let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        let name = object.get("metadata").and_then(|m| m.get("name")).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        self.journal.record(format!("re-create {kind} {name}"), Undo::CreateObject { namespace: None, object })?;
+    /// Delete `object` (as read from the API) from namespace `ns`, or the cluster, after journalling
+    /// its re-creation: the undo at teardown, and what [`Ctx::recreate`] writes again (in any process).
+    pub async fn delete_restorably(&self, step: &str, ns: Option<&str>, object: &serde_json::Value) -> Result<(), FaultError> {
+        let copy = crate::kube_ops::restorable(object);
+        let (api_version, kind) = (copy["apiVersion"].as_str().unwrap_or_default(), copy["kind"].as_str().unwrap_or_default());
+        let name = copy["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ar = crate::kube_ops::resource(api_version, kind);
+        self.journal.record(format!("re-create {kind} {name}"), Undo::CreateObject { namespace: ns.map(str::to_owned), object: copy.clone() })?;
+        self.kube.delete_dynamic(&ar, ns, &name).await.map_err(Ctx::api_err(step))
+    }
+
+    /// Create again the objects of `kind` that [`Ctx::delete_restorably`] deleted (those named `name`,
+    /// if given), as they were; creating one that exists succeeds.
+    pub async fn recreate(&self, step: &str, kind: &str, name: Option<&str>) -> Result<(), FaultError> {
+        for (ns, object) in self.journal.recreated(kind) {
+            if name.is_none_or(|n| object["metadata"]["name"] == n) {
+                self.kube.create_object(ns.as_deref(), object).await.map_err(Ctx::api_err(step))?;
+            }
+        }
         Ok(())
     }
 

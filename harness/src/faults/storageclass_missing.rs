@@ -79,7 +79,7 @@ impl StorageclassMissing {
     /// re-create a StorageClass (recorded before each delete), so a fix in another process
     /// (`faultlab solution --apply`) re-creates the same ones.
     fn saved(ctx: &Ctx) -> Vec<Value> {
-        ctx.journal.recreated("StorageClass")
+        ctx.journal.recreated("StorageClass").into_iter().map(|(_, object)| object).collect()
     }
 
     /// The static volume's directory on the node, one per run.
@@ -90,23 +90,6 @@ impl StorageclassMissing {
     /// The static volume's name (cluster-wide, so named for the run).
     pub fn volume_name(ctx: &Ctx) -> String {
         format!("{}-data", ctx.namespace)
-    }
-
-    /// A class as it can be created again: identity, labels, annotations and the class's own fields.
-    fn restorable(sc: &StorageClass) -> Value {
-        let mut v = serde_json::to_value(sc).unwrap_or_default();
-        let meta = json!({
-            "name": sc.metadata.name,
-            "labels": sc.metadata.labels,
-            "annotations": sc.metadata.annotations,
-        });
-        v["metadata"] = meta;
-        if let Some(m) = v["metadata"].as_object_mut() {
-            m.retain(|_, x| !x.is_null());
-        }
-        v["apiVersion"] = "storage.k8s.io/v1".into();
-        v["kind"] = "StorageClass".into();
-        v
     }
 
     /// The local class the document's "deploy a StorageClass" means where nothing provisions: static
@@ -239,13 +222,12 @@ impl Fault for StorageclassMissing {
         self.refuse_bad_parameters("list-storageclasses")?;
         let classes: Vec<StorageClass> = ctx.kube.list(None, None).await.map_err(Ctx::api_err("list-storageclasses"))?;
         ctx.note("every StorageClass listed here is saved, journalled for re-creation and deleted; the fix then re-creates those instead of a local class");
-        let ar = crate::kube_ops::resource("storage.k8s.io/v1", "StorageClass");
         for sc in &classes {
             let name = sc.metadata.name.clone().unwrap_or_default();
-            let object = Self::restorable(sc);
-            ctx.undo_by_recreating(object)?;
             ctx.note(format!("the cluster must have no StorageClass: delete {name} (re-created at teardown)"));
-            ctx.kube.delete_dynamic(&ar, None, &name).await.map_err(Ctx::api_err("delete-storageclass"))?;
+            let mut object = serde_json::to_value(sc).unwrap_or_default();
+            (object["apiVersion"], object["kind"]) = ("storage.k8s.io/v1".into(), "StorageClass".into());
+            ctx.delete_restorably("delete-storageclass", None, &object).await?;
         }
         Ok(())
     }
@@ -374,22 +356,21 @@ mod tests {
 
     #[tokio::test]
     async fn classes_found_are_journalled_then_recreated_by_the_fix() {
-        let (ctx, fake) = ctx();
-        let fault = StorageclassMissing::default();
-        let standard: StorageClass = serde_json::from_value(json!({
+        let (mut ctx, fake) = ctx();
+        let standard = json!({
             "metadata": {"name": "standard", "uid": "u-1", "resourceVersion": "7", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
             "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"
-        }))
-        .unwrap();
-        let object = StorageclassMissing::restorable(&standard);
+        });
+        ctx.kube = crate::kube_ops::Kube::scripted(ctx.rec().clone(), vec![("/storageclasses".into(), json!([standard]))]);
+        StorageclassMissing::default().prepare(&ctx).await.unwrap();
+        let Undo::CreateObject { namespace: None, object } = &ctx.journal.snapshot().entries[0].undo else { panic!("a cluster-wide re-create") };
         assert_eq!(object["metadata"], json!({"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}), "no uid or resourceVersion");
-        assert_eq!(object["kind"], "StorageClass");
-        // What prepare journals for a cluster that had `standard` before deleting it; the fix, by another
-        // instance of the fault (as in another process), re-creates it from the journal.
-        ctx.undo_by_recreating(object.clone()).unwrap();
-        assert_eq!(ctx.journal.snapshot().entries[0].undo, Undo::CreateObject { namespace: None, object });
-        fault.fix(Step::DeployStorageclass, &ctx).await.unwrap();
-        assert_eq!(api(&ctx), vec!["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
+        assert_eq!((object["kind"].clone(), object["provisioner"].clone()), (json!("StorageClass"), json!("rancher.io/local-path")));
+        assert_eq!(api(&ctx), vec!["GET /apis/storage.k8s.io/v1/storageclasses", "DELETE /apis/storage.k8s.io/v1/storageclasses/standard"]);
+        // The fix, by another instance of the fault (as in another process), re-creates it from the journal.
+        let before = api(&ctx).len();
+        StorageclassMissing::default().fix(Step::DeployStorageclass, &ctx).await.unwrap();
+        assert_eq!(api(&ctx)[before..], ["POST /apis/storage.k8s.io/v1/storageclasses (StorageClass standard)"]);
         assert!(fake.lines().is_empty(), "no local volume where a provisioner exists");
     }
 
