@@ -303,15 +303,7 @@ fl_image_input_hash() {
   } | sha256sum | cut -c1-64
 }
 
-# `      <role>: <ref>` for every image directory: the directory's name is the image's role, as scenario
-# manifests name it (`${images.busybox}`, `${images.inotify}`, ...).
-fl_image_roles() {
-  local dir
-  for dir in "$FL_TESTBED_DIR"/images/*/; do
-    printf '      %s: %s\n' "$(basename "$dir")" "$(fl_image_ref "$dir")"
-  done
-}
-
+# An image directory's name is the image's role, as scenario manifests name it (`${images.busybox}`).
 fl_image_ref() { # ref of image dir $1
   awk '$1 == "ref" {print $2}' "$1/image.spec" | head -n 1
 }
@@ -1085,26 +1077,35 @@ fl_import_images() {
   done
 }
 
-# The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
-# pod-sandbox commands, harness/src/bin/faultlab-cri.rs), built from this repository with cargo, or
-# taken from $FAULTLAB_CRI_BIN or an existing build when there is no cargo (for example under sudo).
-FL_CRI_BIN=$FL_TB/bin/faultlab-cri
-fl_install_cri_client() {
-  local repo src=${FAULTLAB_CRI_BIN:-}
+# fl_faultlab_bin <name>: the path of this repository's binary <name> (faultlab, faultlab-cri),
+# built with cargo, or, where there is no cargo (for example under sudo), an existing build or
+# $FAULTLAB_BIN_DIR/<name>.
+fl_faultlab_bin() {
+  local name=$1 repo src=""
   repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
-  if [ -z "$src" ] && command -v cargo >/dev/null 2>&1; then
-    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p faultlab --bin faultlab-cri \
-      || die "building faultlab-cri failed (cargo build -p faultlab --bin faultlab-cri in $repo)"
-    src="${CARGO_TARGET_DIR:-$repo/target}/debug/faultlab-cri"
-  fi
-  if [ -z "$src" ]; then
-    for src in "$repo/target/debug/faultlab-cri" "$repo/target/release/faultlab-cri" ""; do
+  if [ -n "${FAULTLAB_BIN_DIR:-}" ]; then
+    src=$FAULTLAB_BIN_DIR/$name
+  elif command -v cargo >/dev/null 2>&1; then
+    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p faultlab --bin "$name" >&2 \
+      || die "building $name failed (cargo build -p faultlab --bin $name in $repo)"
+    src="${CARGO_TARGET_DIR:-$repo/target}/debug/$name"
+  else
+    for src in "$repo/target/debug/$name" "$repo/target/release/$name" ""; do
       [ -x "$src" ] && break
     done
   fi
   if [ -z "$src" ] || [ ! -x "$src" ]; then
-    die "no CRI client for the node: install cargo, or build it first (cargo build --bin faultlab-cri) or set FAULTLAB_CRI_BIN"
+    die "no $name: install cargo, or build it first (cargo build --bin $name) or set FAULTLAB_BIN_DIR"
   fi
+  printf '%s\n' "$src"
+}
+
+# The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
+# pod-sandbox commands, harness/src/bin/faultlab-cri.rs).
+FL_CRI_BIN=$FL_TB/bin/faultlab-cri
+fl_install_cri_client() {
+  local src
+  src=${FAULTLAB_CRI_BIN:-$(fl_faultlab_bin faultlab-cri)}
   mkdir -p "$(dirname "$FL_CRI_BIN")"
   if ! cmp -s "$src" "$FL_CRI_BIN"; then
     install -m 0755 "$src" "$FL_CRI_BIN.tmp" && mv -f "$FL_CRI_BIN.tmp" "$FL_CRI_BIN"
@@ -1129,43 +1130,26 @@ fl_write_node_package() {
 }
 
 # -------------------------------------------------------- description -------
+# The description is written by `faultlab testbed describe` from these values: its shape lives in the
+# Rust types (harness/src/testbed.rs), the values here only.
 fl_write_description() {
-  local dev
-  dev=$(fl_disk_device)
-  fl_write_if_changed "$FL_DESCRIPTION" 0644 <<EOD || true
-apiVersion: faultlab.dev/v1alpha1
-kind: TestBed
-platform: k8s-1.20-containerd-1.6
-kubeconfig: $FL_KUBECONFIG
-context: $FL_CONTEXT
-nodes:
-  - name: $FL_NODE
-    netns: $FL_NETNS
-    address: $FL_NODE_IP
-    gateway: $FL_HOST_IP
-    gatewayDevice: $FL_VETH_NODE
-    containerd:
-      address: $FL_CTRD_SOCK
-      namespace: k8s.io
-      root: $FL_CTRD_ROOT
-      config: $FL_CTRD_CONF
-      sandboxImage: $FL_PAUSE_REF
-      restart: [$FL_TESTBED_DIR/node, restart, containerd]
-    kubelet:
-      rootDir: $FL_KUBELET_ROOT
-      config: $FL_KUBELET_CONF
-      extraFlagsFile: $FL_KUBELET_EXTRA
-      restart: [$FL_TESTBED_DIR/node, restart, kubelet]
-    crictl: [$FL_CRI_BIN, --runtime-endpoint, unix://$FL_CTRD_SOCK]
-    disk:
-      mountpoint: $FL_CTRD_ROOT
-      backingFile: $FL_DISK_FILE
-      device: $dev
-      sizeMiB: $FL_DISK_MIB
-    nodePackage: $FL_NODE_PACKAGE
-    images:
-$(fl_image_roles)
-EOD
+  local bin dir
+  bin=$(fl_faultlab_bin faultlab)
+  local -a images=()
+  for dir in "$FL_TESTBED_DIR"/images/*/; do
+    images+=(--image "$(basename "$dir")=$(fl_image_ref "$dir")")
+  done
+  mkdir -p "$(dirname "$FL_DESCRIPTION")"
+  "$bin" testbed describe --out "$FL_DESCRIPTION" \
+    --platform k8s-1.20-containerd-1.6 --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
+    --node "$FL_NODE" --address "$FL_NODE_IP" --gateway "$FL_HOST_IP" --gateway-device "$FL_VETH_NODE" \
+    --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF" \
+    --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \
+    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$FL_TESTBED_DIR/node" --cri-client "$FL_CRI_BIN" \
+    --disk-file "$FL_DISK_FILE" --disk-device "$(fl_disk_device)" --disk-mib "$FL_DISK_MIB" \
+    --node-package "$FL_NODE_PACKAGE" "${images[@]}" \
+    || die "writing the test bed description $FL_DESCRIPTION failed"
+  chmod 0644 "$FL_DESCRIPTION"
 }
 
 # ------------------------------------------------------------- teardown -----

@@ -292,10 +292,10 @@ impl Normaliser {
             (r"sha256:[0-9a-f]{64}", "sha256:<digest>"),
             (r"[0-9a-f]{64}", "<id>"),
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>"),
+            (r"/new-\d+", "/new-<n>"),
             (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d+\b", "<ip>:<port>"),
             (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b", "<ip>"),
             (r"\b\d+(\.\d+)?(ms|s|m|h)(\d+(\.\d+)?(ms|s|m))*\b", "<duration>"),
-            (r"/new-\d+", "/new-<n>"),
             (r"\bpid[ =]\d+", "pid <n>"),
             // containerd's overlayfs snapshotter prepares a snapshot with two mkdirs (a temporary
             // directory `new-N`, then `new-N/fs`; snapshots/overlay/overlay.go, prepareDirectory). On a
@@ -308,11 +308,17 @@ impl Normaliser {
         ];
         let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
         // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
-        // A name ends at anything but a lowercase letter or digit (CRI names continue with `_`).
+        // A name ends at anything but a lowercase letter or digit (CRI names continue with `_`). They go
+        // before the durations: a pod's random suffix can read as one (`2m45s`, seen on the test bed as
+        // `web-<hash>-<duration>`).
         let end = r"([^a-z0-9]|$)";
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{6,10}}-{SUFFIX}{{5}}{end}")).unwrap(), "-<hash>-<id>${1}"));
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{5}}{end}")).unwrap(), "-<id>${1}"));
-        compiled.push((Regex::new(&format!(r"-{SUFFIX}{{8,10}}{end}")).unwrap(), "-<hash>${1}"));
+        let names = [
+            (format!(r"-{SUFFIX}{{6,10}}-{SUFFIX}{{5}}{end}"), "-<hash>-<id>${1}"),
+            (format!(r"-{SUFFIX}{{5}}{end}"), "-<id>${1}"),
+            (format!(r"-{SUFFIX}{{8,10}}{end}"), "-<hash>${1}"),
+        ];
+        let at = compiled.iter().position(|(_, to)| *to == "<duration>").expect("the duration rule");
+        compiled.splice(at..at, names.into_iter().map(|(p, r)| (Regex::new(&p).expect("valid rule"), r)));
         let mut literal = vec![(namespace.to_string(), "<namespace>".to_string())];
         if !node.is_empty() {
             literal.push((node.to_string(), "<node>".to_string()));
@@ -424,6 +430,9 @@ mod tests {
                 r#"Error: failed to reserve container name "worker_web-0_<namespace>_<uid>_1": name "worker_web-0_<namespace>_<uid>_1" is reserved for "<id>""#,
             ),
             ("Back-off 1m20s restarting failed container", "Back-off <duration> restarting failed container"),
+            // A random suffix that reads as a duration is still a name.
+            ("Created pod: web-6d4cf56db6-2m45s", "Created pod: web-<hash>-<id>"),
+            ("pod web-2m45s in 2m45s", "pod web-<id> in <duration>"),
             (
                 "Container image \"faultlab.invalid/busybox:1.35@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\" already present on machine",
                 "Container image \"faultlab.invalid/busybox:1.35@sha256:<digest>\" already present on machine",

@@ -67,7 +67,25 @@ struct ProviderOpts {
 }
 
 #[derive(Subcommand)]
+enum TestbedCommand {
+    /// Write the test bed's description (what `--provider existing` reads) from what `up` made; the
+    /// file is replaced only when it changes.
+    Describe {
+        #[command(flatten)]
+        facts: Box<faultlab::testbed::Facts>,
+        /// Where to write it (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
+    /// The test bed's own tools (`ci/testbed/up` calls them).
+    Testbed {
+        #[command(subcommand)]
+        command: TestbedCommand,
+    },
     /// List scenarios: the good ones, then each broken file with its errors.
     List,
     /// Check scenario files or sets (directories) without touching a cluster: every error of every
@@ -478,6 +496,18 @@ async fn main() -> Result<()> {
             let into = into.or_else(|| cli.scenarios.clone()).unwrap_or_else(|| PathBuf::from("."));
             let path = faultlab::scaffold::create(&into, &name, &fault)?;
             println!("wrote {} (from faultlab's scenario {fault}); `faultlab validate {}` checks it", path.display(), into.display());
+        }
+        Command::Testbed { command: TestbedCommand::Describe { facts, out } } => {
+            let text = facts.testbed().map_err(|e| anyhow::anyhow!("testbed describe: {e}"))?.to_yaml();
+            match out {
+                None => print!("{text}"),
+                Some(path) if std::fs::read_to_string(&path).is_ok_and(|old| old == text) => {}
+                Some(path) => {
+                    let tmp = path.with_extension("yaml.tmp");
+                    std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &path)).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!("wrote {}", path.display());
+                }
+            }
         }
         Command::Snapshots { command } => {
             let store = faultlab::snapshot::Store::for_set(&dir, cli.expectations.as_deref())?;

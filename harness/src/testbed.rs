@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::{self, ApiVersion, DataFileError};
-use crate::node::NodeProfile;
+use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile};
 
 pub const DEFAULT_PATH: &str = "/var/lib/faultlab/testbed/testbed.yaml";
 
@@ -62,6 +62,129 @@ impl TestBed {
     }
 }
 
+/// What `ci/testbed/up` knows of the test bed it made, as `faultlab testbed describe` takes it: the
+/// description is written from these through [`TestBed`], so its shape lives in the Rust types only
+/// and the values in the test bed's scripts only.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Facts {
+    /// The platform name, for the expectations directory (`k8s-1.20-containerd-1.6`).
+    #[arg(long)]
+    pub platform: String,
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    #[arg(long)]
+    pub context: String,
+    /// The node's name, which is also its network namespace.
+    #[arg(long)]
+    pub node: String,
+    #[arg(long)]
+    pub address: String,
+    /// The host's end of the node's link: the node's default gateway.
+    #[arg(long)]
+    pub gateway: String,
+    /// The node's end of the link, its default route's device.
+    #[arg(long)]
+    pub gateway_device: String,
+    /// containerd's socket.
+    #[arg(long)]
+    pub containerd_socket: String,
+    #[arg(long)]
+    pub containerd_root: String,
+    #[arg(long)]
+    pub containerd_config: String,
+    #[arg(long)]
+    pub sandbox_image: String,
+    #[arg(long)]
+    pub kubelet_root: String,
+    #[arg(long)]
+    pub kubelet_config: String,
+    #[arg(long)]
+    pub kubelet_extra_flags: String,
+    /// `ci/testbed/node`, which restarts the kubelet and containerd (`node restart kubelet`).
+    #[arg(long)]
+    pub node_script: String,
+    /// The node's CRI client (faultlab-cri).
+    #[arg(long)]
+    pub cri_client: String,
+    /// The loop file under containerd's root, its device (if attached) and size.
+    #[arg(long)]
+    pub disk_file: String,
+    #[arg(long)]
+    pub disk_device: Option<String>,
+    #[arg(long)]
+    pub disk_mib: u64,
+    #[arg(long)]
+    pub node_package: String,
+    /// An image the node holds, by role: `ROLE=REF`, once per image (`pause` and `busybox` at least).
+    #[arg(long = "image", value_name = "ROLE=REF")]
+    pub images: Vec<String>,
+}
+
+impl Facts {
+    /// The description these facts make; an image given twice, or `pause` or `busybox` missing, is an
+    /// error naming the flag.
+    pub fn testbed(&self) -> Result<TestBed, String> {
+        let mut images = std::collections::BTreeMap::new();
+        for image in &self.images {
+            let Some((role, reference)) = image.split_once('=').filter(|(r, v)| !r.is_empty() && !v.is_empty()) else {
+                return Err(format!("--image {image:?}: expected ROLE=REF, for example busybox=faultlab.invalid/busybox:1.35"));
+            };
+            if images.insert(role.to_string(), reference.to_string()).is_some() {
+                return Err(format!("--image: role {role} is given twice"));
+            }
+        }
+        let mut take = |role: &str| images.remove(role).ok_or_else(|| format!("--image: no {role}=REF given (the node needs a {role} image)"));
+        let (pause, busybox) = (take("pause")?, take("busybox")?);
+        let restart = |what: &str| vec![self.node_script.clone(), "restart".into(), what.into()];
+        let node = NodeProfile {
+            name: self.node.clone(),
+            netns: Some(self.node.clone()),
+            container: None,
+            address: Some(self.address.clone()),
+            gateway: Some(self.gateway.clone()),
+            gateway_device: Some(self.gateway_device.clone()),
+            containerd: ContainerdProfile {
+                address: self.containerd_socket.clone(),
+                namespace: "k8s.io".into(),
+                root: self.containerd_root.clone(),
+                config: self.containerd_config.clone(),
+                sandbox_image: self.sandbox_image.clone(),
+                restart: restart("containerd"),
+            },
+            kubelet: KubeletProfile {
+                root_dir: self.kubelet_root.clone(),
+                config: self.kubelet_config.clone(),
+                extra_flags_file: Some(self.kubelet_extra_flags.clone()),
+                restart: restart("kubelet"),
+            },
+            crictl: Some(vec![self.cri_client.clone(), "--runtime-endpoint".into(), format!("unix://{}", self.containerd_socket)]),
+            disk: Some(DiskProfile {
+                mountpoint: self.containerd_root.clone(),
+                backing_file: self.disk_file.clone(),
+                device: self.disk_device.clone().filter(|d| !d.is_empty()),
+                size_mib: self.disk_mib,
+            }),
+            node_package: Some(self.node_package.clone()),
+            images: ImageSet { pause, busybox, more: images },
+        };
+        Ok(TestBed {
+            api_version: ApiVersion::V1alpha1,
+            kind: TestBedKind::TestBed,
+            platform: self.platform.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            nodes: vec![node],
+        })
+    }
+}
+
+impl TestBed {
+    /// The description as its file holds it.
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).expect("a test bed description serialises")
+    }
+}
+
 /// A node profile with placeholders, for plans that have no test bed to read.
 pub fn placeholder_profile() -> NodeProfile {
     crate::datafile::decode::<TestBed>(Path::new("placeholder"), PLACEHOLDER).expect("static").nodes.remove(0)
@@ -98,5 +221,54 @@ pub(crate) mod tests {
         assert!(err.starts_with("bed.yaml:"), "{err}");
         assert!(err.contains("netnss"), "{err}");
     }
-}
 
+    /// The facts `ci/testbed/up` would give for the sample's node.
+    fn sample_facts() -> Facts {
+        Facts {
+            platform: "k8s-1.20-containerd-1.6".into(),
+            kubeconfig: "/var/lib/faultlab/testbed/kubeconfig".into(),
+            context: "faultlab-testbed".into(),
+            node: "faultlab-node".into(),
+            address: "10.213.0.2".into(),
+            gateway: "10.213.0.1".into(),
+            gateway_device: "fl-node".into(),
+            containerd_socket: "/run/faultlab/containerd/containerd.sock".into(),
+            containerd_root: "/var/lib/faultlab/containerd".into(),
+            containerd_config: "/var/lib/faultlab/testbed/containerd.toml".into(),
+            sandbox_image: "faultlab.invalid/cce-pause:3.1".into(),
+            kubelet_root: "/var/lib/faultlab/kubelet".into(),
+            kubelet_config: "/var/lib/faultlab/testbed/kubelet-config.yaml".into(),
+            kubelet_extra_flags: "/var/lib/faultlab/testbed/kubelet.extra-flags".into(),
+            node_script: "/opt/faultlab/ci/testbed/node".into(),
+            cri_client: "/var/lib/faultlab/testbed/bin/faultlab-cri".into(),
+            disk_file: "/var/cache/faultlab/containerd.img".into(),
+            disk_device: Some("/dev/loop0".into()),
+            disk_mib: 1024,
+            node_package: "/opt/cloud/cce/package/node-package/pause-3.1.tgz".into(),
+            images: ["tools=faultlab.invalid/tools:1", "busybox=faultlab.invalid/busybox:1.35", "pause=faultlab.invalid/cce-pause:3.1"].map(String::from).to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_description_is_written_from_the_types_and_reads_back_strictly() {
+        let bed = sample_facts().testbed().unwrap();
+        assert_eq!(bed, sample(), "the facts of the sample's node make the sample");
+        let text = bed.to_yaml();
+        assert_eq!(datafile::decode::<TestBed>(Path::new("written.yaml"), &text).unwrap(), bed, "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("testbed.yaml");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(TestBed::read(&path).unwrap(), bed);
+    }
+
+    #[test]
+    fn images_must_name_pause_and_busybox_once_each() {
+        let mut facts = sample_facts();
+        facts.images.retain(|i| !i.starts_with("busybox="));
+        assert_eq!(facts.testbed().unwrap_err(), "--image: no busybox=REF given (the node needs a busybox image)");
+        facts.images.push("pause=other:1".into());
+        assert_eq!(facts.testbed().unwrap_err(), "--image: role pause is given twice");
+        facts.images = vec!["busybox".into()];
+        assert!(facts.testbed().unwrap_err().starts_with("--image \"busybox\": expected ROLE=REF"));
+    }
+}
