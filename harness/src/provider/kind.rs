@@ -692,6 +692,116 @@ impl Provider for Kind {
     }
 }
 
+/// What a sweep did: the clusters deleted and those left (a live run's), or why none was looked for.
+#[derive(Debug, Default)]
+pub struct Swept {
+    pub deleted: Vec<String>,
+    pub skipped: Vec<String>,
+    /// Why no cluster was looked for (Docker does not answer), if none was.
+    pub unchecked: Option<String>,
+    pub errors: Vec<ProviderError>,
+}
+
+/// `docker version --format '{{.Server.Version}}'`: does a Docker daemon answer?
+pub fn docker_ping_argv() -> Vec<String> {
+    ["docker", "version", "--format", "{{.Server.Version}}"].map(String::from).to_vec()
+}
+
+/// `docker ps -aq --filter label=<kind's cluster label>`: every kind node container, running or not.
+pub fn node_containers_argv() -> Vec<String> {
+    vec!["docker".into(), "ps".into(), "-aq".into(), "--filter".into(), format!("label={CLUSTER_LABEL}")]
+}
+
+/// The `docker inspect --format` template the sweep lists clusters with: kind's cluster label and the
+/// container's creation time. Docker reports `Created` as an RFC 3339 string with nanoseconds (it is
+/// not a time value, so `.Created.Unix` does not work with Docker).
+pub fn inspect_format() -> String {
+    format!("{{{{index .Config.Labels \"{CLUSTER_LABEL}\"}}}}\t{{{{.Created}}}}")
+}
+
+/// Parse `docker inspect` lines of `<cluster>\t<created, RFC 3339>` into the faultlab clusters whose
+/// newest node is at least `age` old. Lines that do not parse are skipped.
+pub fn stale_clusters(listing: &str, now_unix: i64, age: Duration) -> Vec<String> {
+    let mut newest: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in listing.lines() {
+        let Some((name, created)) = line.split_once('\t') else { continue };
+        let Ok(created) = created.trim().parse::<jiff::Timestamp>() else { continue };
+        if !name.starts_with(NAME_PREFIX) {
+            continue;
+        }
+        let e = newest.entry(name.to_string()).or_insert(i64::MIN);
+        *e = (*e).max(created.as_second());
+    }
+    newest
+        .into_iter()
+        .filter(|(_, created)| now_unix.saturating_sub(*created) >= age.as_secs() as i64)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The directory faultlab keeps for kind cluster `name` (its config, kubeconfig and `owner`).
+pub fn run_dir(name: &str) -> PathBuf {
+    crate::journal::state_dir().join("kind").join(name)
+}
+
+/// The pid of the live faultlab process that created `cluster`, if it still runs (its `owner` file).
+pub fn live_owner(cluster: &str) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(run_dir(cluster).join("owner")).ok()?.trim().parse().ok()?;
+    (pid != std::process::id() && crate::journal::pid_alive(pid)).then_some(pid)
+}
+
+/// kind's sweep: delete faultlab's clusters (found by kind's label on node containers) whose newest
+/// node is older than `age`, through `host`. A cluster whose run is still alive is left unless
+/// `force`. Without docker and kind, or without a Docker daemon, there is nothing to sweep (that is
+/// said, not an error).
+pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) -> Swept {
+    let mut out = Swept::default();
+    if !host.has("docker") || !host.has("kind") {
+        return out;
+    }
+    if let Err(e) = host.run(rec, docker_ping_argv(), Duration::from_secs(30)).await {
+        let why = e.to_string().lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();
+        out.unchecked = Some(format!("Docker does not answer ({why}): no kind cluster was looked for"));
+        return out;
+    }
+    let ids = match host.run(rec, node_containers_argv(), Duration::from_secs(30)).await {
+        Ok(o) => o.stdout.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
+        Err(source) => {
+            out.errors.push(ProviderError::ListClusters { source });
+            return out;
+        }
+    };
+    if ids.is_empty() {
+        return out;
+    }
+    let mut inspect: Vec<String> = vec!["docker".into(), "inspect".into(), "--format".into(), inspect_format()];
+    inspect.extend(ids);
+    let listing = match host.run(rec, inspect, Duration::from_secs(30)).await {
+        Ok(o) => o.stdout,
+        Err(source) => {
+            out.errors.push(ProviderError::ListClusters { source });
+            return out;
+        }
+    };
+    let now = jiff::Timestamp::now().as_second();
+    for name in stale_clusters(&listing, now, age) {
+        if !force {
+            if let Some(pid) = live_owner(&name) {
+                out.skipped.push(format!("{name} (its run is still running as pid {pid}; --force deletes it anyway)"));
+                continue;
+            }
+        }
+        match host.run(rec, delete_argv(&name, None), Duration::from_secs(300)).await {
+            Ok(_) => {
+                host.remove_dir_all(&run_dir(&name));
+                out.deleted.push(name)
+            }
+            Err(source) => out.errors.push(ProviderError::Delete { name, source }),
+        }
+    }
+    out
+}
+
 /// `kind delete cluster --name NAME [--kubeconfig PATH]`.
 pub fn delete_argv(name: &str, kubeconfig: Option<&Path>) -> Vec<String> {
     let mut argv: Vec<String> = vec!["kind".into(), "delete".into(), "cluster".into(), "--name".into(), name.into()];
@@ -954,6 +1064,50 @@ mod tests {
         assert!(plan.contains(&format!("plan only: this host is {}", std::env::consts::ARCH)), "{plan}");
         assert!(plan.contains("disableDefaultCNI: true") && !plan.contains("--wait"), "{plan}");
         assert!(!k.workdir.exists());
+    }
+
+    #[test]
+    fn only_old_faultlab_clusters_are_stale() {
+        // One line per node container, as `docker inspect --format "<inspect_format()>"` prints them.
+        let listing = "faultlab-pause-missing-x7k2p\t1970-01-01T00:16:40.123456789Z\n\
+                       faultlab-pause-missing-x7k2p\t1970-01-01T00:16:40Z\n\
+                       my-dev-cluster\t1970-01-01T00:00:10Z\n\
+                       faultlab-disk-full-b4c5d\t1970-01-01T01:06:40.5Z\n\
+                       faultlab-garbled\tyesterday\n";
+        assert_eq!(stale_clusters(listing, 4600, Duration::from_secs(3600)), vec!["faultlab-pause-missing-x7k2p"]);
+        assert_eq!(stale_clusters(listing, 4600, Duration::ZERO), vec!["faultlab-disk-full-b4c5d", "faultlab-pause-missing-x7k2p"]);
+    }
+
+    #[test]
+    fn a_cluster_is_as_young_as_its_newest_node() {
+        let listing = "faultlab-a-11111\t1970-01-01T00:00:00Z\nfaultlab-a-11111\t1970-01-01T01:00:00Z\n";
+        assert!(stale_clusters(listing, 3600 + 60, Duration::from_secs(3600)).is_empty());
+        assert_eq!(stale_clusters(listing, 7200, Duration::from_secs(3600)), vec!["faultlab-a-11111"]);
+    }
+
+    #[test]
+    fn the_sweep_lists_by_label_and_reads_the_label_and_the_creation_string() {
+        assert_eq!(inspect_format(), "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}");
+        assert_eq!(cmd::shell_join(&node_containers_argv()), "docker ps -aq --filter 'label=io.x-k8s.kind.cluster'");
+    }
+
+    #[tokio::test]
+    async fn the_sweep_deletes_old_faultlab_clusters_only() {
+        let listing = "faultlab-old-x7k2p\t2001-01-01T00:00:00Z\nfaultlab-old-x7k2p\t2001-01-01T00:00:09Z\nmine\t2001-01-01T00:00:00Z\nfaultlab-new-b4c5d\t2999-01-01T00:00:00Z\n";
+        let host = crate::provider::PlannedHost::new(vec![("docker ps -aq", cmd::Output::ok("c1\nc2\nc3\nc4\n")), ("docker inspect", cmd::Output::ok(listing))]);
+        let rec = Recorder::default();
+        let swept = sweep(&host, &rec, Duration::from_secs(3600), false).await;
+        assert_eq!(swept.deleted, vec!["faultlab-old-x7k2p".to_string()]);
+        assert!(swept.skipped.is_empty() && swept.unchecked.is_none() && swept.errors.is_empty(), "{swept:?}");
+        let lines: Vec<String> = rec.entries().into_iter().map(|e| e.line).collect();
+        assert_eq!(lines.last().unwrap(), "kind delete cluster --name faultlab-old-x7k2p", "{lines:?}");
+        assert!(lines[2].starts_with("docker inspect --format") && lines[2].ends_with(" c1 c2 c3 c4"), "{lines:?}");
+        // Docker not answering is said, and nothing more is asked.
+        let down = crate::provider::PlannedHost::new(vec![("docker version", cmd::Output::failed(1))]);
+        let rec = Recorder::default();
+        let swept = sweep(&down, &rec, Duration::ZERO, true).await;
+        assert!(swept.unchecked.unwrap().starts_with("Docker does not answer"));
+        assert_eq!(rec.entries().len(), 1);
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub enum ProviderError {
         #[source]
         source: CmdError,
     },
+    #[error("listing kind clusters failed: {source}")]
+    ListClusters {
+        #[source]
+        source: CmdError,
+    },
     #[error("listing the nodes of {name} failed: {source}")]
     ListNodes {
         name: String,
