@@ -1,0 +1,106 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: starting each component with its flags.
+# Sourced by ci/testbed/lib.sh only.
+
+# ----------------------------------------------------- start components -----
+fl_start_etcd() {
+  mkdir -p "$FL_ETCD_DATA"
+  chmod 0700 "$FL_ETCD_DATA"
+  fl_start etcd - /usr/bin/etcd --name=faultlab --data-dir="$FL_ETCD_DATA" \
+    --listen-client-urls="$FL_ETCD_CLIENT" --advertise-client-urls="$FL_ETCD_CLIENT" \
+    --listen-peer-urls="$FL_ETCD_PEER" --initial-advertise-peer-urls="$FL_ETCD_PEER" \
+    --initial-cluster="faultlab=$FL_ETCD_PEER" --initial-cluster-state=new \
+    --snapshot-count=10000 --logger=zap --log-outputs=stderr
+  fl_wait_comp etcd 60 fl_health_etcd
+}
+
+fl_start_apiserver() {
+  fl_start kube-apiserver - "$FL_BIN/kube-apiserver" \
+    --advertise-address="$FL_HOST_IP" --bind-address="$FL_HOST_IP" --secure-port="$FL_APISERVER_PORT" \
+    --insecure-port=0 --etcd-servers="$FL_ETCD_CLIENT" \
+    --service-cluster-ip-range="$FL_SERVICE_CIDR" \
+    --tls-cert-file="$FL_PKI/apiserver.crt" --tls-private-key-file="$FL_PKI/apiserver.key" \
+    --client-ca-file="$FL_PKI/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$FL_PKI/sa.pub" --service-account-signing-key-file="$FL_PKI/sa.key" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --kubelet-client-certificate="$FL_PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$FL_PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --requestheader-client-ca-file="$FL_PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$FL_PKI/front-proxy-client.crt" --proxy-client-key-file="$FL_PKI/front-proxy-client.key" \
+    --allow-privileged=true --profiling=false --event-ttl=1h
+  fl_wait_comp kube-apiserver 120 fl_health_apiserver
+}
+
+fl_start_controller_manager() {
+  local kc=$FL_TB/controller-manager.kubeconfig
+  fl_start kube-controller-manager - "$FL_BIN/kube-controller-manager" \
+    --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+    --bind-address=127.0.0.1 --secure-port=10257 --port=0 --leader-elect=false \
+    --service-account-private-key-file="$FL_PKI/sa.key" --root-ca-file="$FL_PKI/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file="$FL_PKI/ca.crt" --cluster-signing-key-file="$FL_PKI/ca.key" \
+    --profiling=false
+  fl_wait_comp kube-controller-manager 60 fl_health_controller_manager
+}
+
+fl_start_scheduler() {
+  local kc=$FL_TB/scheduler.kubeconfig
+  fl_start kube-scheduler - "$FL_BIN/kube-scheduler" \
+    --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+    --bind-address=127.0.0.1 --secure-port=10259 --port=0 --leader-elect=false --profiling=false
+  fl_wait_comp kube-scheduler 60 fl_health_scheduler
+}
+
+fl_start_containerd() {
+  mkdir -p "$FL_CTRD_STATE" "$FL_CNI_DATA"
+  fl_start containerd "$FL_NETNS" /usr/bin/containerd --config "$FL_CTRD_CONF"
+  fl_wait_comp containerd "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
+}
+
+# Kubelet flags: the base set, then one flag per line of the extra-flags file (later flags win).
+fl_kubelet_flags() {
+  FL_KUBELET_ARGS=(
+    --config="$FL_KUBELET_CONF"
+    --kubeconfig="$FL_TB/kubelet/kubeconfig"
+    --root-dir="$FL_KUBELET_ROOT"
+    --cert-dir="$FL_KUBELET_ROOT/pki"
+    --container-runtime=remote
+    --container-runtime-endpoint="unix://$FL_CTRD_SOCK"
+    --image-service-endpoint="unix://$FL_CTRD_SOCK"
+    --runtime-request-timeout=2m
+    --hostname-override="$FL_NODE"
+    --node-ip="$FL_NODE_IP"
+    --v=1
+  )
+  if [ -f "$FL_KUBELET_EXTRA" ]; then
+    local line
+    while IFS= read -r line || [ -n "$line" ]; do
+      line=${line%%#*}
+      line=$(printf '%s' "$line" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+      [ -n "$line" ] && FL_KUBELET_ARGS+=("$line")
+    done <"$FL_KUBELET_EXTRA"
+  fi
+}
+
+fl_start_kubelet() {
+  mkdir -p "$FL_KUBELET_ROOT"
+  fl_kubelet_flags
+  fl_start kubelet "$FL_NETNS" "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
+  fl_wait_comp kubelet "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
+}
+
+fl_start_comp() {
+  case $1 in
+    etcd) fl_start_etcd ;;
+    kube-apiserver) fl_start_apiserver ;;
+    kube-controller-manager) fl_start_controller_manager ;;
+    kube-scheduler) fl_start_scheduler ;;
+    containerd) fl_start_containerd ;;
+    kubelet) fl_start_kubelet ;;
+  esac
+}

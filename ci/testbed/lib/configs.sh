@@ -1,0 +1,131 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: the components' configuration files.
+# Sourced by ci/testbed/lib.sh only.
+
+# ------------------------------------------------------------ configs -------
+# Each writer returns 0 when the file changed (so the caller can restart the component).
+fl_write_containerd_config() {
+  fl_write_if_changed "$FL_CTRD_CONF" <<EOC
+# faultlab test bed: containerd of the node $FL_NODE (runs in network namespace $FL_NETNS).
+version = 2
+root = "$FL_CTRD_ROOT"
+state = "$FL_CTRD_STATE"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$FL_CTRD_SOCK"
+
+[ttrpc]
+  address = ""
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$FL_LIB/containerd-opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$FL_PAUSE_REF"
+    restrict_oom_score_adj = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$FL_CTRD_STATE/runc"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$FL_CNI_CONF_DIR"
+      max_conf_num = 1
+EOC
+}
+
+fl_write_cni_config() {
+  fl_write_if_changed "$FL_CNI_CONF_DIR/10-faultlab.conflist" <<EOC
+{
+  "cniVersion": "0.4.0",
+  "name": "faultlab",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$FL_CNI_DATA/networks",
+        "ranges": [[{"subnet": "$FL_POD_CIDR", "gateway": "$FL_POD_GW"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOC
+}
+
+fl_write_kubelet_config() {
+  fl_write_if_changed "$FL_KUBELET_CONF" <<EOC
+# faultlab test bed: kubelet of node $FL_NODE. Command-line flags (see $FL_KUBELET_EXTRA) override this.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $FL_NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $FL_PKI/ca.crt
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+failSwapOn: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+# No DNS add-on runs here and no pod resolves names, but without a cluster DNS address the kubelet
+# warns MissingClusterDNS for every pod it starts, which would litter every scenario's events.
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+volumePluginDir: $FL_KUBELET_ROOT/volume-plugins
+serializeImagePulls: false
+# containerd's disk is a 1 GiB loop mount: with the default thresholds a nearly full disk evicts
+# every pod at once, and image GC removes the pause image. Keep both out of the faults' way.
+evictionHard:
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
+  nodefs.available: "5%"
+  nodefs.inodesFree: "5%"
+  memory.available: "100Mi"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOC
+}
+
+fl_write_configs() {
+  fl_make_pki
+  fl_kubeconfig "$FL_KUBECONFIG" admin faultlab-admin
+  fl_kubeconfig "$FL_TB/controller-manager.kubeconfig" controller-manager system:kube-controller-manager
+  fl_kubeconfig "$FL_TB/scheduler.kubeconfig" scheduler system:kube-scheduler
+  fl_kubeconfig "$FL_TB/kubelet/kubeconfig" node "system:node:$FL_NODE"
+  FL_CHANGED_CONTAINERD=0
+  FL_CHANGED_KUBELET=0
+  if fl_write_containerd_config; then FL_CHANGED_CONTAINERD=1; fi
+  if fl_write_cni_config; then FL_CHANGED_CONTAINERD=1; fi
+  if fl_write_kubelet_config; then FL_CHANGED_KUBELET=1; fi
+}

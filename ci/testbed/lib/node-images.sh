@@ -1,0 +1,100 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: what the node holds: imported images, the CRI client, the node package, and the description.
+# Sourced by ci/testbed/lib.sh only.
+
+# -------------------------------------------------- images on the node ------
+# Import every image under ci/testbed/images/ into the node's containerd (namespace k8s.io),
+# unless the same build is already there.
+fl_import_images() {
+  local dir tar ref marker
+  mkdir -p "$FL_LIB/images"
+  for dir in "$FL_TESTBED_DIR"/images/*/; do
+    dir=${dir%/}
+    tar=$(fl_image_build "$dir")
+    ref=$(fl_image_ref "$dir")
+    marker=$FL_LIB/images/$(basename "$dir").imported
+    if [ -f "$marker" ] && [ "$(cat "$marker")" = "$tar" ] &&
+      [ -n "$(fl_ctr images ls -q "name==$ref" 2>/dev/null)" ]; then
+      continue
+    fi
+    log "importing $ref into the node's containerd"
+    fl_ctr images import "$tar" >/dev/null
+    printf '%s\n' "$tar" >"$marker"
+  done
+}
+
+# fl_faultlab_bin <name>: the path of this repository's binary <name> (faultlab, faultlab-cri),
+# built with cargo, or, where there is no cargo (for example under sudo), an existing build or
+# $FAULTLAB_BIN_DIR/<name>.
+fl_faultlab_bin() {
+  local name=$1 repo src=""
+  repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
+  if [ -n "${FAULTLAB_BIN_DIR:-}" ]; then
+    src=$FAULTLAB_BIN_DIR/$name
+  elif command -v cargo >/dev/null 2>&1; then
+    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p faultlab --bin "$name" >&2 \
+      || die "building $name failed (cargo build -p faultlab --bin $name in $repo)"
+    src="${CARGO_TARGET_DIR:-$repo/target}/debug/$name"
+  else
+    for src in "$repo/target/debug/$name" "$repo/target/release/$name" ""; do
+      [ -x "$src" ] && break
+    done
+  fi
+  if [ -z "$src" ] || [ ! -x "$src" ]; then
+    die "no $name: install cargo, or build it first (cargo build --bin $name) or set FAULTLAB_BIN_DIR"
+  fi
+  printf '%s\n' "$src"
+}
+
+# The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
+# pod-sandbox commands, harness/src/bin/faultlab-cri.rs).
+FL_CRI_BIN=$FL_TB/bin/faultlab-cri
+fl_install_cri_client() {
+  local src
+  src=${FAULTLAB_CRI_BIN:-$(fl_faultlab_bin faultlab-cri)}
+  mkdir -p "$(dirname "$FL_CRI_BIN")"
+  if ! cmp -s "$src" "$FL_CRI_BIN"; then
+    install -m 0755 "$src" "$FL_CRI_BIN.tmp" && mv -f "$FL_CRI_BIN.tmp" "$FL_CRI_BIN"
+  fi
+  "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CTRD_SOCK" version >/dev/null \
+    || die "$FL_CRI_BIN cannot reach containerd's CRI at $FL_CTRD_SOCK"
+}
+
+# The "node package" the pause-missing fix unpacks: pause-3.1.tgz holding pause-3.1.tar.
+fl_write_node_package() {
+  local tar tmp
+  tar=$(fl_image_build "$FL_TESTBED_DIR/images/pause")
+  tmp=$(mktemp -d)
+  cp "$tar" "$tmp/pause-3.1.tar"
+  mkdir -p "$(dirname "$FL_NODE_PACKAGE")"
+  tar --create --directory "$tmp" --owner=0 --group=0 --numeric-owner --mtime=@0 --format=ustar pause-3.1.tar |
+    gzip -n -9 >"$tmp/pause-3.1.tgz"
+  if fl_write_if_changed "$FL_NODE_PACKAGE" 0644 <"$tmp/pause-3.1.tgz"; then
+    log "wrote node package $FL_NODE_PACKAGE"
+  fi
+  rm -rf "$tmp"
+}
+
+# -------------------------------------------------------- description -------
+# The description is written by `faultlab testbed describe` from these values: its shape lives in the
+# Rust types (harness/src/testbed.rs), the values here only.
+fl_write_description() {
+  local bin dir
+  bin=$(fl_faultlab_bin faultlab)
+  local -a images=()
+  for dir in "$FL_TESTBED_DIR"/images/*/; do
+    images+=(--image "$(basename "$dir")=$(fl_image_ref "$dir")")
+  done
+  mkdir -p "$(dirname "$FL_DESCRIPTION")"
+  "$bin" testbed describe --out "$FL_DESCRIPTION" \
+    --platform k8s-1.20-containerd-1.6 --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
+    --node "$FL_NODE" --address "$FL_NODE_IP" --gateway "$FL_HOST_IP" --gateway-device "$FL_VETH_NODE" \
+    --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF" \
+    --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \
+    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$FL_TESTBED_DIR/node" --cri-client "$FL_CRI_BIN" \
+    --disk-file "$FL_DISK_FILE" --disk-device "$(fl_disk_device)" --disk-mib "$FL_DISK_MIB" \
+    --node-package "$FL_NODE_PACKAGE" "${images[@]}" \
+    || die "writing the test bed description $FL_DESCRIPTION failed"
+  chmod 0644 "$FL_DESCRIPTION"
+}

@@ -1,0 +1,144 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: Debian packages and the Kubernetes 1.20 sources and build.
+# Sourced by ci/testbed/lib.sh only.
+
+# ---------------------------------------------------------- packages -------
+fl_missing_packages() {
+  local p missing=()
+  for p in "${FL_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  printf '%s\n' "${missing[@]}"
+}
+
+FL_APT_UPDATED=${FL_APT_UPDATED:-0}
+fl_apt_update_once() {
+  if [ "$FL_APT_UPDATED" = 0 ]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    FL_APT_UPDATED=1
+    export FL_APT_UPDATED
+  fi
+}
+
+# Make sure a deb-src entry for bookworm exists; add a deb822 one copied from the
+# configured binary repository if there is none.
+fl_ensure_deb_src() {
+  local targets uri
+  # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
+  targets=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE)' 2>/dev/null || true)
+  if grep -qx 'deb-src bookworm' <<<"$targets"; then
+    return 0
+  fi
+  # shellcheck disable=SC2016
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot add a deb-src entry"
+  log "adding deb-src entry /etc/apt/sources.list.d/faultlab-deb-src.sources ($uri)"
+  cat >/etc/apt/sources.list.d/faultlab-deb-src.sources <<EOF
+# Added by faultlab ci/testbed: sources of bookworm's kubernetes package.
+Types: deb-src
+URIs: ${uri%/}
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  FL_APT_UPDATED=0
+}
+
+# Add another Debian suite from the configured bookworm mirror, pinned so that only the packages named
+# here can come from it (Pin-Priority -1 for everything else): bullseye for Go 1.15 (the Go Kubernetes
+# 1.20 was released with), trixie for kind. Usage: fl_ensure_suite SUITE PACKAGE...
+fl_ensure_suite() {
+  local suite=$1 uri src pref want
+  shift
+  src=/etc/apt/sources.list.d/faultlab-$suite.sources
+  pref=/etc/apt/preferences.d/faultlab-$suite
+  want=$(printf 'Package: *\nPin: release n=%s\nPin-Priority: -1\n\nPackage: %s\nPin: release n=%s\nPin-Priority: 500\n' \
+    "$suite" "$*" "$suite")
+  if [ -f "$src" ] && [ "$(cat "$pref" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  # shellcheck disable=SC2016
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot add $suite"
+  log "adding Debian $suite for: $* ($src, pinned in $pref)"
+  printf '%s\n' "$want" >"$pref"
+  cat >"$src" <<EOF
+# Added by faultlab (ci/): only the packages pinned in $pref come from $suite.
+Types: deb
+URIs: ${uri%/}
+Suites: $suite
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  FL_APT_UPDATED=0
+}
+
+fl_install_packages() {
+  local missing
+  fl_ensure_suite "$FL_GO_SUITE" golang-1.15-go golang-1.15-src
+  missing=$(fl_missing_packages)
+  if [ -n "$missing" ]; then
+    fl_apt_update_once
+    # shellcheck disable=SC2086
+    log "apt-get install" $missing
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+}
+
+# ------------------------------------------------------- k8s sources -------
+# Debian source version of kubernetes, e.g. 1.20.5+really1.20.2-1.
+fl_k8s_src_version() {
+  local v
+  v=$(apt-cache showsrc kubernetes 2>/dev/null | awk '/^Version:/ {print $2}' | sort -V | tail -n 1 || true)
+  if [ -z "$v" ]; then
+    fl_ensure_deb_src
+    fl_apt_update_once
+    v=$(apt-cache showsrc kubernetes 2>/dev/null | awk '/^Version:/ {print $2}' | sort -V | tail -n 1 || true)
+  fi
+  [ -n "$v" ] || die "apt-cache showsrc kubernetes found nothing (deb-src for bookworm missing?)"
+  printf '%s\n' "$v"
+}
+
+# Upstream version the Debian tree really is (1.20.5+really1.20.2 -> 1.20.2).
+fl_k8s_upstream_version() {
+  local v=${1%-*}
+  v=${v##*really}
+  printf '%s\n' "$v"
+}
+
+# Where the sources, binaries and GOPATH of one Debian source version live.
+# The directory name carries the Go version: binaries of another Go are not reused.
+fl_k8s_cache_dir() { printf '%s/k8s/%s-go1.15\n' "$FL_CACHE" "$1"; }
+
+# kubeadm and kube-proxy are for the kind node image (ci/kind); the test bed runs the other five.
+FL_K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kubeadm kube-proxy)
+# Go 1.15 from bullseye, the Go Kubernetes 1.20 was released with: under Go >= 1.18 the vendored
+# github.com/modern-go/reflect2 1.0.1 panics (seen in kubeadm's kubelet-start phase).
+FL_GO_SUITE=bullseye
+FL_GO=/usr/lib/go-1.15/bin/go
+
+# Sets FL_BIN to the directory holding the five binaries (after fl_build_k8s).
+# up records the directory in $FL_TB/bin-dir so node commands need no apt look-up.
+fl_k8s_bin_dir() {
+  if [ -s "$FL_TB/bin-dir" ]; then
+    FL_BIN=$(cat "$FL_TB/bin-dir")
+    [ -x "$FL_BIN/kubelet" ] && return 0
+  fi
+  local ver
+  ver=$(fl_k8s_src_version)
+  FL_BIN=$(fl_k8s_cache_dir "$ver")/bin
+}
+
+fl_k8s_binaries_present() {
+  local b
+  for b in "${FL_K8S_BINARIES[@]}"; do
+    [ -x "$FL_BIN/$b" ] || return 1
+  done
+}

@@ -1,0 +1,208 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: the process supervisor: start, adopt, stop and wait for the components, and their health checks.
+# Sourced by ci/testbed/lib.sh only.
+
+# ---------------------------------------------------------- processes ------
+# Ports on the host's loopback (etcd) and the host veth address (apiserver).
+FL_ETCD_CLIENT=http://127.0.0.1:12379
+FL_ETCD_PEER=http://127.0.0.1:12380
+FL_APISERVER_URL=https://$FL_HOST_IP:$FL_APISERVER_PORT
+
+FL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+# pgrep -f pattern that identifies each component's process (used to adopt or kill strays).
+fl_comp_pattern() {
+  case $1 in
+    etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
+      echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
+    containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF" ;;
+    *) die "unknown component $1" ;;
+  esac
+}
+
+fl_pid_file() { printf '%s/%s.pid\n' "$FL_PIDS" "$1"; }
+fl_log_file() { printf '%s/%s.log\n' "$FL_LOG" "$1"; }
+
+# Print the PID of a running component, or nothing. A PID file whose process is gone or is
+# something else is stale and removed; a matching process without PID file is adopted.
+fl_comp_pid() {
+  local comp=$1 pf pid="" pat
+  pf=$(fl_pid_file "$comp")
+  pat=$(fl_comp_pattern "$comp")
+  if [ -f "$pf" ]; then
+    pid=$(cat "$pf" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] &&
+      tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE -- "$pat"; then
+      printf '%s\n' "$pid"
+      return 0
+    fi
+    rm -f "$pf"
+  fi
+  pid=$(pgrep -f -- "$pat" | head -n 1 || true)
+  if [ -n "$pid" ]; then
+    mkdir -p "$FL_PIDS"
+    printf '%s\n' "$pid" >"$pf"
+    printf '%s\n' "$pid"
+  fi
+}
+
+fl_comp_alive() { [ -n "$(fl_comp_pid "$1")" ]; }
+
+# Close every file descriptor above 2 of the current (sub)shell.
+fl_close_fds() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] 2>/dev/null || continue
+    eval "exec $fd>&-" 2>/dev/null || true
+  done
+}
+
+# fl_start <component> <netns|-> <argv...>: start in the background in its own session,
+# log to /var/log/faultlab/testbed/<component>.log, record the PID.
+fl_start() {
+  local comp=$1 ns=$2
+  shift 2
+  local logf pid
+  logf=$(fl_log_file "$comp")
+  mkdir -p "$FL_LOG" "$FL_PIDS"
+  # Logs are appended across starts; keep one older generation once a log passes 50 MiB.
+  if [ -f "$logf" ] && [ "$(stat -c %s "$logf")" -gt $((50 * 1024 * 1024)) ]; then
+    mv -f "$logf" "$logf.1"
+  fi
+  printf '==== %s starting %s: %s\n' "$(date -u +%FT%TZ)" "$comp" "$*" >>"$logf"
+  local -a pre=()
+  [ "$ns" = - ] || pre=(nsenter --net="/run/netns/$ns" --)
+  # The daemon must not inherit any descriptor beyond stdio: a lock held by whoever called us
+  # (our own up/down and build locks, or a caller's flock) would otherwise be held by the daemon.
+  (
+    fl_close_fds
+    exec nohup setsid "${pre[@]}" "$@" >>"$logf" 2>&1 </dev/null
+  ) &
+  pid=$!
+  printf '%s\n' "$pid" >"$(fl_pid_file "$comp")"
+  # Until the subshell has exec'ed the daemon its cmdline is bash's, and fl_comp_pid would take the
+  # component for dead (and remove its PID file): wait for the exec, or for the process to end
+  # (then the caller's readiness wait reports that it exited). Seen once in three suites under load:
+  # "kubelet did not come up" in the very second a kubelet started that then ran normally.
+  local pat tries=0
+  pat=$(fl_comp_pattern "$comp")
+  while [ -r "/proc/$pid/cmdline" ] && [ "$tries" -lt 300 ]; do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE -- "$pat" && break
+    tries=$((tries + 1))
+    sleep 0.1
+  done
+  log "started $comp (pid $pid, log $logf)"
+}
+
+# fl_stop <component> [timeout-seconds]: SIGTERM, then SIGKILL after the timeout.
+fl_stop() {
+  local comp=$1 timeout=${2:-15} pid
+  pid=$(fl_comp_pid "$comp")
+  if [ -z "$pid" ]; then
+    rm -f "$(fl_pid_file "$comp")"
+    return 0
+  fi
+  fl_kill_pid "$pid" "$comp" "$timeout"
+  rm -f "$(fl_pid_file "$comp")"
+}
+
+# fl_kill_pid <pid> <name> <timeout-seconds>: SIGTERM, then SIGKILL after the timeout; returns once the
+# process is gone.
+fl_kill_pid() {
+  local pid=$1 name=$2 timeout=$3 i
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < timeout * 10; i++)); do
+    [ -d "/proc/$pid" ] || break
+    sleep 0.1
+  done
+  if [ -d "/proc/$pid" ]; then
+    log "$name (pid $pid) did not stop in ${timeout}s; SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    while [ -d "/proc/$pid" ]; do sleep 0.1; done
+  fi
+  log "stopped $name (pid $pid)"
+}
+
+# The tail of a component's log; with a second argument "errors", first the error and fatal
+# lines (klog E/F, containerd/etcd level=error) of its last start, which a goroutine dump hides.
+fl_log_tail() { # <component> [lines] [errors]
+  local f n=${2:-40}
+  f=$(fl_log_file "$1")
+  [ -f "$f" ] || return 0
+  if [ "${3:-}" = errors ]; then
+    printf -- '---- errors of the last start of %s (%s) ----\n' "$1" "$f" >&2
+    awk '/^==== /{n=0} /^[EF][0-9][0-9][0-9][0-9] |level=(error|fatal)|"level":"(error|fatal)"/{a[n++]=$0} END{s=(n>15?n-15:0); for(i=s;i<n;i++) print a[i]}' "$f" >&2
+  fi
+  printf -- '---- last %s lines of %s ----\n' "$n" "$f" >&2
+  tail -n "$n" "$f" >&2
+}
+
+# fl_wait <seconds> <description> <command...>: poll until the command succeeds.
+fl_wait() {
+  local secs=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "timed out after ${secs}s waiting for $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# fl_wait_comp <component> <seconds> <check command...>: like fl_wait, but fails at once
+# if the component's process dies, and prints its log tail on failure.
+fl_wait_comp() {
+  local comp=$1 secs=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! fl_comp_alive "$comp"; then
+      log "$comp exited while starting"
+      fl_log_tail "$comp" 20 errors
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "$comp did not become healthy within ${secs}s"
+      fl_log_tail "$comp" 20 errors
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# Run a command in the node's network namespace (host mount namespace kept).
+fl_in_node() { nsenter --net="/run/netns/$FL_NETNS" -- "$@"; }
+
+fl_ctr() { ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"; }
+
+fl_kubectl() { "$FL_BIN/kubectl" --kubeconfig "$FL_KUBECONFIG" "$@"; }
+
+# ------------------------------------------------------------ health -------
+fl_health_etcd() { curl -fsS --max-time 3 "$FL_ETCD_CLIENT/health" | grep -q '"health":"true"'; }
+fl_health_apiserver() {
+  curl -fsS --max-time 3 --cacert "$FL_PKI/ca.crt" --cert "$FL_PKI/admin.crt" --key "$FL_PKI/admin.key" \
+    "$FL_APISERVER_URL/readyz" | grep -qx ok
+}
+fl_health_controller_manager() { curl -ksS --max-time 3 https://127.0.0.1:10257/healthz | grep -qx ok; }
+fl_health_scheduler() { curl -ksS --max-time 3 https://127.0.0.1:10259/healthz | grep -qx ok; }
+fl_health_containerd() { fl_in_node ctr --address "$FL_CTRD_SOCK" --timeout 3s version; }
+fl_health_kubelet() { fl_in_node curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -qx ok; }
+fl_node_ready() {
+  [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+fl_comp_health() {
+  case $1 in
+    etcd) fl_health_etcd ;;
+    kube-apiserver) fl_health_apiserver ;;
+    kube-controller-manager) fl_health_controller_manager ;;
+    kube-scheduler) fl_health_scheduler ;;
+    containerd) fl_health_containerd ;;
+    kubelet) fl_health_kubelet ;;
+  esac
+}
