@@ -23,7 +23,34 @@ pub struct Cmd {
     #[serde(with = "crate::duration::serde_secs")]
     pub timeout: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<String>,
+    pub stdin: Option<Stdin>,
+}
+
+/// What a command reads on its standard input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Stdin {
+    Text(String),
+    /// An image tarball, made as it is read (never stored on this machine).
+    Image(crate::image::ImageStream),
+}
+
+impl Stdin {
+    /// In words, for records and plans.
+    pub fn describe(&self) -> String {
+        match self {
+            Stdin::Text(t) => format!("{} bytes of text", t.len()),
+            Stdin::Image(i) => i.describe(),
+        }
+    }
+
+    /// The text, if the input is text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Stdin::Text(t) => Some(t),
+            Stdin::Image(_) => None,
+        }
+    }
 }
 
 impl Cmd {
@@ -47,7 +74,13 @@ impl Cmd {
     }
 
     pub fn stdin(mut self, input: impl Into<String>) -> Self {
-        self.stdin = Some(input.into());
+        self.stdin = Some(Stdin::Text(input.into()));
+        self
+    }
+
+    /// Feed the command an image tarball made as it reads it.
+    pub fn stdin_image(mut self, image: crate::image::ImageStream) -> Self {
+        self.stdin = Some(Stdin::Image(image));
         self
     }
 
@@ -133,11 +166,25 @@ fn tail(stdout: &str, stderr: &str) -> String {
     s
 }
 
+/// A writer that hands what it is given to a channel, for a thread that makes a command's input.
+struct ChunkSender(tokio::sync::mpsc::Sender<Vec<u8>>);
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.blocking_send(buf.to_vec()).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the command stopped reading"))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Run `argv` on this machine. The process is killed (with its process group) when `timeout` expires.
 /// A non-zero exit is an error unless `allow_failure` is set, in which case the output is returned.
 pub async fn run_host(
     argv: &[String],
-    stdin: Option<&str>,
+    stdin: Option<&Stdin>,
     timeout: Duration,
     allow_failure: bool,
 ) -> Result<Output, CmdError> {
@@ -156,10 +203,26 @@ pub async fn run_host(
         .process_group(0);
     let mut child = command.spawn().map_err(|source| CmdError::Spawn { line: line.clone(), source })?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let input = input.to_owned();
-        tokio::spawn(async move {
-            let _ = pipe.write_all(input.as_bytes()).await;
-        });
+        match input.clone() {
+            Stdin::Text(text) => {
+                tokio::spawn(async move {
+                    let _ = pipe.write_all(text.as_bytes()).await;
+                });
+            }
+            // Made in a thread of its own, in chunks handed to the pipe as they come; a reader that
+            // stops early ends it (the chunks have nowhere to go).
+            Stdin::Image(image) => {
+                let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+                tokio::task::spawn_blocking(move || image.write(std::io::BufWriter::with_capacity(1 << 20, ChunkSender(tx))));
+                tokio::spawn(async move {
+                    while let Some(chunk) = rx.recv().await {
+                        if pipe.write_all(&chunk).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
     }
     // If this future is dropped before the command ends (the caller was cancelled, for example by
     // Ctrl-C while `kind create cluster` runs), the whole process group is killed, not only the child:
@@ -269,7 +332,28 @@ mod tests {
     #[tokio::test]
     async fn stdin_is_fed() {
         let argv: Vec<String> = ["cat"].map(String::from).to_vec();
-        let out = run_host(&argv, Some("hello"), Duration::from_secs(5), false).await.unwrap();
+        let out = run_host(&argv, Some(&Stdin::Text("hello".into())), Duration::from_secs(5), false).await.unwrap();
         assert_eq!(out.stdout, "hello");
+    }
+
+    #[tokio::test]
+    async fn an_image_is_made_as_the_command_reads_it() {
+        let image = crate::image::ImageStream {
+            config: crate::image::ImageConfig { reference: "faultlab.invalid/filler:1".into(), arch: "amd64".into(), created_by: "test".into(), ..Default::default() },
+            path: "srv/release.bin".into(),
+            size: 3 << 20,
+        };
+        let argv: Vec<String> = ["sh", "-c", "tar -tvf - | awk '{print $3, $6}'"].map(String::from).to_vec();
+        let out = run_host(&argv, Some(&Stdin::Image(image)), Duration::from_secs(30), false).await.unwrap();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        // Two headers (the directory, the file), the data, and the end of the tar.
+        assert_eq!(lines[0], format!("{} layer.tar", (3 << 20) + 2 * 512 + 1024));
+        assert!(lines[1].ends_with(".json") && lines[2].ends_with(" manifest.json"), "{lines:?}");
+    }
+
+    #[test]
+    fn journalled_text_input_still_reads_as_text() {
+        let cmd: Cmd = serde_json::from_str(r#"{"argv": ["cat"], "timeout": 5, "stdin": "x"}"#).unwrap();
+        assert_eq!(cmd.stdin, Some(Stdin::Text("x".into())));
     }
 }

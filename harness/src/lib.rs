@@ -15,6 +15,7 @@ pub mod duration;
 pub mod events;
 pub mod faults;
 pub mod gates;
+pub mod image;
 pub mod journal;
 pub mod kube_ops;
 pub mod manifest;

@@ -67,6 +67,40 @@ struct ProviderOpts {
 }
 
 #[derive(Subcommand)]
+enum ImageCommand {
+    /// Pack a root file system into a docker-save tarball of one layer (what `ctr images import` and
+    /// `docker load` read), the same bytes for the same input.
+    Pack {
+        /// The root file system to pack.
+        #[arg(long)]
+        rootfs: PathBuf,
+        /// The image's name (`faultlab.invalid/busybox:1.35`).
+        #[arg(long = "ref")]
+        reference: String,
+        /// Its architecture in Go's names (default: this machine's).
+        #[arg(long)]
+        arch: Option<String>,
+        /// An environment variable, `NAME=VALUE` (repeatable).
+        #[arg(long)]
+        env: Vec<String>,
+        /// The entrypoint, one word per flag.
+        #[arg(long, allow_hyphen_values = true)]
+        entrypoint: Vec<String>,
+        /// The command, one word per flag.
+        #[arg(long, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+        #[arg(long)]
+        workdir: Option<String>,
+        /// What made it, for the image's history.
+        #[arg(long)]
+        created_by: String,
+        /// The tarball to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 enum TestbedCommand {
     /// Write the test bed's description (what `--provider existing` reads) from what `up` made; the
     /// file is replaced only when it changes.
@@ -81,6 +115,11 @@ enum TestbedCommand {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Images for nodes that pull nothing (the test bed and its kind node image build them).
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
     /// The test bed's own tools (`ci/testbed/up` calls them).
     Testbed {
         #[command(subcommand)]
@@ -496,6 +535,11 @@ async fn main() -> Result<()> {
             let into = into.or_else(|| cli.scenarios.clone()).unwrap_or_else(|| PathBuf::from("."));
             let path = faultlab::scaffold::create(&into, &name, &fault)?;
             println!("wrote {} (from faultlab's scenario {fault}); `faultlab validate {}` checks it", path.display(), into.display());
+        }
+        Command::Image { command: ImageCommand::Pack { rootfs, reference, arch, env, entrypoint, cmd, workdir, created_by, out } } => {
+            let arch = arch.unwrap_or_else(|| faultlab::image::host_arch().to_string());
+            let config = faultlab::image::ImageConfig { reference, arch, env, entrypoint, cmd, workdir, created_by };
+            faultlab::image::pack(&rootfs, &config, &out).with_context(|| format!("packing {} into {}", rootfs.display(), out.display()))?;
         }
         Command::Testbed { command: TestbedCommand::Describe { facts, out } } => {
             let text = facts.testbed().map_err(|e| anyhow::anyhow!("testbed describe: {e}"))?.to_yaml();

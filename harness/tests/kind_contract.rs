@@ -594,7 +594,7 @@ fn disk_full_is_refused_when_dockers_root_has_no_room() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let report = json_report(&out);
     let error = report["error"].as_str().unwrap();
-    let want = "not enough room on the host's disk: the fault writes up to 19763 MiB under Docker's root /proc, whose file system has 0 MiB free (it needs 20787 MiB, with 1024 MiB to spare); nothing was created";
+    let want = "not enough room on the host's disk: the fault writes up to 19456 MiB under Docker's root /proc, whose file system has 0 MiB free (it needs 20480 MiB, with 1024 MiB to spare); nothing was created";
     assert_eq!(error, want);
     let lines = bed.call_lines();
     assert!(lines.iter().all(|l| !l.starts_with("kind ")), "kind was never called: {lines:#?}");

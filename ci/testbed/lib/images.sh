@@ -17,28 +17,9 @@
 #   cmd <arg>...                 CMD
 #   env <NAME=value>             one Env entry (repeatable)
 #   workdir <dir>                WorkingDir
-# Output: a docker-save format tarball (manifest.json, <config-digest>.json, <layer-digest>/layer.tar),
+# Output: a docker-save format tarball (manifest.json, <config-digest>.json, layer.tar; written by
+# `faultlab image pack`, harness/src/image.rs),
 # cached under /var/cache/faultlab/images/<name>/<input-hash>/image.tar.
-
-fl_json_str() { # print $1 as a JSON string
-  local s=$1
-  s=${s//\\/\\\\}
-  s=${s//\"/\\\"}
-  s=${s//$'\t'/\\t}
-  s=${s//$'\n'/\\n}
-  printf '"%s"' "$s"
-}
-
-fl_json_array() { # print the arguments as a JSON array of strings
-  local first=1 a
-  printf '['
-  for a in "$@"; do
-    [ $first = 1 ] || printf ','
-    first=0
-    fl_json_str "$a"
-  done
-  printf ']'
-}
 
 fl_go_arch() {
   case $(uname -m) in
@@ -54,7 +35,8 @@ fl_image_input_hash() {
   local dir=$1
   {
     (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-    sed -n '/^# -* images -*$/,/^# -* end images -*$/p' "$FL_TESTBED_DIR/lib.sh"
+    # The builder (this file) and the tarball writer (faultlab image pack).
+    sha256sum "$FL_TESTBED_DIR/lib/images.sh" "$FL_TESTBED_DIR/../../harness/src/image.rs" | cut -c1-64
     gcc -dumpfullversion 2>/dev/null || true
     dpkg-query -W -f='${Version}\n' busybox-static libc6-dev 2>/dev/null || true
     fl_go_arch
@@ -146,36 +128,14 @@ fl_image_build() {
     esac
   done <"$dir/image.spec"
 
-  # Layer: deterministic tar of the rootfs.
-  local layer_tmp=$work/layer.tar
-  (cd "$rootfs" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort >"$work/files")
-  tar --create --file "$layer_tmp" --directory "$rootfs" --no-recursion --numeric-owner \
-    --owner=0 --group=0 --mtime=@0 --format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-    --verbatim-files-from --files-from "$work/files"
-  local layer_sha
-  layer_sha=$(sha256sum "$layer_tmp" | cut -c1-64)
-  mkdir -p "$work/out/$layer_sha"
-  mv "$layer_tmp" "$work/out/$layer_sha/layer.tar"
-  printf '1.0' >"$work/out/$layer_sha/VERSION"
-
-  local config
-  config=$(printf '{"architecture":%s,"os":"linux","created":"1970-01-01T00:00:00Z","config":{' "$(fl_json_str "$(fl_go_arch)")"
-    printf '"Env":%s' "$(fl_json_array "${envs[@]}")"
-    if [ "${#entrypoint[@]}" -gt 0 ]; then printf ',"Entrypoint":%s' "$(fl_json_array "${entrypoint[@]}")"; fi
-    if [ "${#cmd[@]}" -gt 0 ]; then printf ',"Cmd":%s' "$(fl_json_array "${cmd[@]}")"; fi
-    printf ',"WorkingDir":%s' "$(fl_json_str "$workdir")"
-    printf '},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},' "$layer_sha"
-    printf '"history":[{"created":"1970-01-01T00:00:00Z","created_by":%s}]}' "$(fl_json_str "faultlab ci/testbed/images/$name")")
-  local config_sha
-  config_sha=$(printf '%s' "$config" | sha256sum | cut -c1-64)
-  printf '%s' "$config" >"$work/out/$config_sha.json"
-  printf '[{"Config":"%s.json","RepoTags":[%s],"Layers":["%s/layer.tar"]}]' \
-    "$config_sha" "$(fl_json_str "$ref")" "$layer_sha" >"$work/out/manifest.json"
-  local repo=${ref%:*} tag=${ref##*:}
-  printf '{%s:{%s:"%s"}}' "$(fl_json_str "$repo")" "$(fl_json_str "$tag")" "$layer_sha" >"$work/out/repositories"
-  (cd "$work/out" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort >"$work/outfiles")
-  tar --create --file "$work/image.tar" --directory "$work/out" --no-recursion --numeric-owner \
-    --owner=0 --group=0 --mtime=@0 --format=ustar --verbatim-files-from --files-from "$work/outfiles"
+  # The tarball: one deterministic layer, its config and manifest (harness/src/image.rs).
+  local -a pack=(--rootfs "$rootfs" --ref "$ref" --arch "$(fl_go_arch)" --workdir "$workdir"
+    --created-by "faultlab ci/testbed/images/$name" --out "$work/image.tar")
+  local word
+  for word in "${envs[@]}"; do pack+=(--env "$word"); done
+  for word in "${entrypoint[@]}"; do pack+=(--entrypoint "$word"); done
+  for word in "${cmd[@]}"; do pack+=(--cmd "$word"); done
+  "$(fl_faultlab_bin faultlab)" image pack "${pack[@]}" || die "packing image $ref from $dir failed"
   mkdir -p "$out"
   mv "$work/image.tar" "$out/image.tar"
   printf '%s\n' "$ref" >"$out/ref"

@@ -4,10 +4,10 @@
 //! 磁盘爆满" (the runtime's data disk is full: FailedCreatePodSandBox `... no space left on device`),
 //! and its "处理实践: 磁盘爆满" (find what fills the disk, clean it up; or give the runtime more disk).
 //!
-//! Disks fill in real life with old releases' images: `inject` builds `images` images of incompressible
-//! random data (docker-save tarballs made on the node outside containerd's disk, then `ctr image
-//! import`ed and unpacked, as a pull would), together about 80 % of the free space, and tops the rest
-//! up with a file, until not one block is free. Then the workload is restarted: its new pod needs a
+//! Disks fill in real life with old releases' images: `inject` imports `images` images of
+//! incompressible random data (docker-save tarballs that faultlab makes as the node's `ctr images
+//! import -` reads them, [`crate::image::ImageStream`], unpacked as a pull would), together about 80 %
+//! of the free space, and tops the rest up with a file, until not one block is free. Then the workload is restarted: its new pod needs a
 //! sandbox snapshot directory, which containerd cannot create.
 //!
 //! Fix steps: `remove-unused-images` (`ctr -n k8s.io images rm` of the images no pod uses: the old
@@ -25,14 +25,13 @@ use std::time::Duration;
 use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem};
 use crate::cmd::{Cmd, Output};
+use crate::image::{ImageConfig, ImageStream};
 use crate::node::NodeProfile;
 
 /// The name prefix of the unused images the fault imports: old releases of an app.
 pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
 /// The top-up file, at the top of the disk.
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
-/// Where image tarballs are made: on the node, never on the disk being filled.
-pub const WORK_PREFIX: &str = "/var/tmp/faultlab-disk-full.";
 /// The size of the containerd disk the fault needs where the platform makes one (kind; the test bed
 /// has its own of 1 GiB).
 const KIND_DISK_MIB: u64 = 3072;
@@ -129,15 +128,10 @@ impl DiskFull {
         format!("{IMAGE_PREFIX}:r{i}")
     }
 
-    /// The largest image tarball made on a kind node while the disk fills (the disk is empty then).
-    fn tarball_mib(&self) -> u64 {
-        self.layer_mib(KIND_DISK_MIB << 20)
-    }
-
-    /// What the fault may write to a kind host's disk, in MiB: the loop file, grown by `expand-disk`,
-    /// and one image tarball at a time beside it.
+    /// What the fault may write to a kind host's disk, in MiB: the loop file, grown by `expand-disk`.
+    /// (The images are streamed into containerd, so no tarball is stored anywhere.)
     pub fn host_disk_mib(&self) -> u64 {
-        KIND_DISK_MIB.saturating_add(self.expand_mib).saturating_add(self.tarball_mib())
+        KIND_DISK_MIB.saturating_add(self.expand_mib)
     }
 
     /// The images' references. Never more than [`MAX_IMAGES`], whatever `images` says: `inject` and
@@ -153,23 +147,12 @@ impl DiskFull {
         u64::try_from(per >> 20).unwrap_or(u64::MAX).max(1)
     }
 
-    /// Make a docker-save tarball of one layer of `mib` MiB of random data, on the node outside the
-    /// disk, and import it into containerd (which stores the blob and unpacks it).
-    pub fn build_and_import(ctx: &Ctx, image: &str, mib: u64) -> Cmd {
-        let import = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "import", "image.tar"]).argv);
-        let script = format!(
-            r#"set -e; d=$(mktemp -d {WORK_PREFIX}XXXXXX); trap 'rm -rf "$d"' EXIT; cd "$d"
-a=$(uname -m); case "$a" in x86_64) a=amd64;; aarch64) a=arm64;; esac
-mkdir -p rootfs/srv && head -c {mib}M /dev/urandom > rootfs/srv/release.bin
-tar -C rootfs -cf layer.tar srv && l=$(sha256sum layer.tar | cut -d' ' -f1) && mkdir "$l" && mv layer.tar "$l/layer.tar"
-printf '{{"architecture":"%s","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":["sha256:%s"]}}}}' "$a" "$l" > config.json
-c=$(sha256sum config.json | cut -d' ' -f1) && mv config.json "$c.json"
-printf '[{{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}}]' "$c" {image} "$l" > manifest.json
-tar -cf image.tar manifest.json "$c.json" "$l" && rm -rf rootfs "$l"
-{import}"#,
-            image = shell_words::quote(image),
-        );
-        Cmd::shell(script).timeout(Duration::from_secs(300))
+    /// Import an image of one layer of `mib` MiB of random data into the node's containerd (which stores
+    /// the blob and unpacks it), streamed from here into `ctr images import -`.
+    pub fn import(ctx: &Ctx, image: &str, mib: u64) -> Cmd {
+        let config = ImageConfig { reference: image.into(), arch: crate::image::host_arch().into(), created_by: "faultlab disk-full".into(), ..Default::default() };
+        let stream = ImageStream { config, path: "srv/release.bin".into(), size: mib << 20 };
+        ctx.node.profile.ctr(["images", "import", "-"]).stdin_image(stream).timeout(Duration::from_secs(300))
     }
 
     /// Top the disk up with a file until no block is free (fallocate the bulk, then write until
@@ -209,15 +192,10 @@ tar -cf image.tar manifest.json "$c.json" "$l" && rm -rf rootfs "$l"
         .timeout(Duration::from_secs(120))
     }
 
-    /// The undo: the filler images, the top-up file and any leftover work directory go.
+    /// The undo: the filler images and the top-up file go.
     fn undo(&self, ctx: &Ctx, disk: &Disk) -> Cmd {
         let images = Self::remove_images(ctx, &self.refs());
-        Cmd::shell(format!(
-            "rm -f {}; rm -rf {WORK_PREFIX}*; {}",
-            shell_words::quote(&disk.fill_file()),
-            images.argv[2]
-        ))
-        .timeout(Duration::from_secs(180))
+        Cmd::shell(format!("rm -f {}; {}", shell_words::quote(&disk.fill_file()), images.argv[2])).timeout(Duration::from_secs(180))
     }
 
     /// Grow the backing file to `target_mib`, make the loop device see it, grow ext4 online. Each part
@@ -284,9 +262,8 @@ impl Fault for DiskFull {
         Reach::Host(format!(
             "containerd's root is moved onto a {KIND_DISK_MIB} MiB loop file in the node's /var, which is a Docker volume on the \
              host's disk, and the loop mount takes one of the host's loop devices; filling it writes that file to the host's disk \
-             (with one image tarball of up to {} MiB at a time in the node's /var/tmp, and expand-disk grows the file by {} MiB), \
-             so faultlab first checks that Docker's root directory has {} MiB free and 1 GiB to spare",
-            self.tarball_mib(),
+             (and expand-disk grows the file by {} MiB), so faultlab first checks that Docker's root directory has {} MiB free and \
+             1 GiB to spare",
             self.expand_mib,
             self.host_disk_mib(),
         ))
@@ -295,12 +272,12 @@ impl Fault for DiskFull {
     /// A disk of containerd's own (on kind: a loop-mounted ext4 file in the node, made before kubeadm
     /// starts containers), so that filling it fills only that disk and `expand-disk` has a loop disk to
     /// grow; the kubelet's disk thresholds at the levels the scenario explains (no imagefs eviction,
-    /// image GC off); and what the fault writes beside it (expand-disk's growth, one image tarball).
+    /// image GC off); and what the fault writes beside it (expand-disk's growth).
     fn needs(&self) -> crate::needs::Needs {
         crate::needs::Needs {
             containerd_disk_mib: Some(KIND_DISK_MIB),
             no_image_gc: true,
-            disk_writes_mib: self.expand_mib.saturating_add(self.tarball_mib()),
+            disk_writes_mib: self.expand_mib,
             ..Default::default()
         }
     }
@@ -331,7 +308,11 @@ impl Fault for DiskFull {
             self.images
         ));
         for image in self.refs() {
-            ctx.run("import-unused-image", Self::build_and_import(ctx, &image, mib)).await?;
+            let import = Self::import(ctx, &image, mib);
+            if let Some(stdin) = &import.stdin {
+                ctx.note(format!("stream {} into the node's containerd", stdin.describe()));
+            }
+            ctx.run("import-unused-image", import).await?;
         }
         ctx.note(format!("top the disk up with {} until no block is free", disk.fill_file()));
         ctx.run("top-up", Self::top_up(&disk)).await?;
@@ -404,7 +385,7 @@ mod tests {
         let journal = ctx.journal.snapshot();
         assert_eq!(journal.entries.len(), 1, "the undo is journalled before anything changes");
         let Undo::Node { cmd, .. } = &journal.entries[0].undo else { panic!("a node undo") };
-        assert!(cmd.argv[2].starts_with("rm -f /var/lib/faultlab/containerd/faultlab-disk-full.fill; rm -rf /var/tmp/faultlab-disk-full.*; "), "{}", cmd.argv[2]);
+        assert!(cmd.argv[2].starts_with("rm -f /var/lib/faultlab/containerd/faultlab-disk-full.fill; ctr "), "{}", cmd.argv[2]);
         assert!(cmd.argv[2].contains("-n k8s.io images ls | awk -v names='faultlab.invalid/disk-full/old-release:r1 faultlab.invalid/disk-full/old-release:r2 \
              faultlab.invalid/disk-full/old-release:r3 faultlab.invalid/disk-full/old-release:r4'"), "{}", cmd.argv[2]);
         assert!(cmd.argv[2].ends_with("| xargs -r ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm --sync"), "{}", cmd.argv[2]);
@@ -412,13 +393,13 @@ mod tests {
         assert_eq!(lines.len(), 6, "{lines:#?}");
         assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 stat -f -c '%f %S' /var/lib/faultlab/containerd");
         // 960 MiB free: four images of 96 MiB.
-        for (i, line) in lines[1..5].iter().enumerate() {
-            assert!(line.contains("head -c 96M /dev/urandom"), "{line}");
-            assert!(line.contains("\"RepoTags\":[\"%s\"]"), "{line}");
-            assert!(line.contains(&format!(" faultlab.invalid/disk-full/old-release:r{} ", i + 1)), "{line}");
-            assert!(line.contains("mktemp -d /var/tmp/faultlab-disk-full.XXXXXX"), "{line}");
-            assert!(line.contains("images import image.tar"), "{line}");
+        for line in &lines[1..5] {
+            assert_eq!(line, "ip netns exec faultlab-node timeout -k 5 300 ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images import -");
         }
+        // Each streams its own image, of 96 MiB of random data, into that command.
+        let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).filter(|l| l.starts_with("stream ")).collect();
+        assert_eq!(notes.len(), 4);
+        assert_eq!(notes[1], "stream an image faultlab.invalid/disk-full/old-release:r2 of one layer: srv/release.bin of 96 MiB random bytes into the node's containerd");
         assert!(lines[5].contains("fallocate -l \"$n\" /var/lib/faultlab/containerd/faultlab-disk-full.fill"), "{}", lines[5]);
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
@@ -468,21 +449,21 @@ mod tests {
     #[test]
     fn needs_a_containerd_disk_of_its_own_with_gc_and_eviction_off() {
         let needs = DiskFull::default().needs();
-        assert_eq!(needs, crate::needs::Needs { containerd_disk_mib: Some(3072), no_image_gc: true, disk_writes_mib: 512 + 307, ..Default::default() });
+        assert_eq!(needs, crate::needs::Needs { containerd_disk_mib: Some(3072), no_image_gc: true, disk_writes_mib: 512, ..Default::default() });
     }
 
     #[test]
     fn on_kind_it_says_what_it_writes_to_the_hosts_disk_and_asks_for_that_room() {
-        // 3072 MiB loop file, grown by 512, and one 307 MiB tarball (80 % of 3072 over 4 images, twice).
+        // 3072 MiB loop file, grown by 512; the images are streamed, so no tarball is stored.
         let fault = DiskFull::default();
-        assert_eq!(fault.host_disk_mib(), 3072 + 512 + 307);
+        assert_eq!(fault.host_disk_mib(), 3072 + 512);
         let needs = fault.needs();
         assert_eq!(needs.containerd_disk_mib.unwrap() + needs.disk_writes_mib, fault.host_disk_mib());
         let reach = (&fault as &dyn Fault).host_wide_on_kind().expect("disk-full reaches the host on kind");
         assert!(reach.starts_with("containerd's root is moved onto a 3072 MiB loop file in the node's /var, which is a Docker volume on the host's disk"), "{reach}");
-        assert!(reach.contains("up to 307 MiB") && reach.contains("by 512 MiB") && reach.contains("has 3891 MiB free and 1 GiB to spare"), "{reach}");
+        assert!(reach.contains("by 512 MiB") && reach.contains("has 3584 MiB free and 1 GiB to spare"), "{reach}");
         let bigger = DiskFull { images: 1, expand_mib: 1024 };
-        assert_eq!(bigger.host_disk_mib(), 3072 + 1024 + 1228);
+        assert_eq!(bigger.host_disk_mib(), 3072 + 1024);
     }
 
     fn disk_full(images: u32, expand_mib: u64) -> DiskFull {

@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(undo.argv[2], format!("for id in $({CRI} pods -q --label 'faultlab.dev/duplicate-of=u-1'); do {CRI} rmp -f \"$id\" || exit 1; done"));
         let runp = DuplicateContainer::runp(&ctx, &duplicate_config(&pod(), 1));
         assert!(runp.argv[2].contains(&format!("{CRI} runp \"$f\"")), "{}", runp.argv[2]);
-        assert!(runp.stdin.as_deref().unwrap().contains("\"attempt\":1"));
+        assert!(runp.stdin.as_ref().and_then(|s| s.text()).unwrap().contains("\"attempt\":1"));
         // On kind the node's own crictl.
         let mut kind = crate::testbed::tests::sample_profile();
         kind.crictl = None;

@@ -21,7 +21,7 @@ pub struct HostExecutor;
 #[async_trait]
 impl Executor for HostExecutor {
     async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
-        cmd::run_host(argv, cmd.stdin.as_deref(), NodeAccess::host_timeout(cmd), allow_failure).await
+        cmd::run_host(argv, cmd.stdin.as_ref(), NodeAccess::host_timeout(cmd), allow_failure).await
     }
 }
 
