@@ -5,6 +5,19 @@
 //! documented symptom ([`wait`], [`events`]), apply the documented fix, verify recovery, and always undo
 //! what was touched ([`journal`]). Clusters come from a [`provider`]; commands reach nodes as argv data
 //! through [`node`].
+//!
+//! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
+//! any cycle):
+//! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`]
+//! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`], [`testbed`]
+//! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
+//! 4. observe: [`wait`], [`events`], [`observe`]
+//! 5. faults: [`faults`]
+//! 6. scenarios: [`scenario`], [`scaffold`], [`snapshot`]
+//! 7. platforms: [`provider`] (kind, existing)
+//! 8. run: [`runner`]
+//! 9. suite, report, train, clean up: [`suite`], [`report`], [`training`], [`cleanup`]; the command
+//!    line is `main.rs`.
 
 pub mod check;
 pub mod cleanup;

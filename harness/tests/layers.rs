@@ -85,3 +85,41 @@ fn a_cycle_is_found() {
     assert_eq!(cycle_from(&g, "a"), Some(vec!["a".to_string(), "b".into(), "c".into()]));
     assert_eq!(cycle_from(&g, "d"), None);
 }
+
+/// The stages of `src/lib.rs`'s module list, top to bottom, as its documentation gives them: each
+/// module uses only modules of its own stage or of stages above it.
+fn stages(src: &Path) -> Vec<Vec<String>> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let stage = regex::Regex::new(r"^//! \d+\. [^:]+: (.*)$").unwrap();
+    let name = regex::Regex::new(r"\[`([a-z_]+)`\]").unwrap();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for line in lib.lines() {
+        if let Some(c) = stage.captures(line) {
+            out.push(name.captures_iter(&c[1]).map(|n| n[1].to_string()).collect());
+        } else if line.starts_with("//!    ") {
+            if let Some(last) = out.last_mut() {
+                last.extend(name.captures_iter(line).map(|n| n[1].to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn modules_use_only_their_stage_and_those_above() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = graph(&src);
+    let stages = stages(&src);
+    let stage_of = |m: &str| stages.iter().position(|s| s.iter().any(|n| n == m));
+    let unplaced: Vec<&String> = g.keys().filter(|m| stage_of(m).is_none()).collect();
+    assert!(unplaced.is_empty(), "modules lib.rs's stage list does not name: {unplaced:?}");
+    let mut upward = Vec::new();
+    for (m, deps) in &g {
+        for d in deps.iter().filter(|d| g.contains_key(*d)) {
+            if stage_of(d) > stage_of(m) {
+                upward.push(format!("{m} (stage {}) uses {d} (stage {})", stage_of(m).unwrap() + 1, stage_of(d).unwrap() + 1));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "modules that use a later stage:\n  {}", upward.join("\n  "));
+}
