@@ -140,6 +140,7 @@ impl Facts {
             name: self.node.clone(),
             netns: Some(self.node.clone()),
             container: None,
+            ssh: None,
             address: Some(self.address.clone()),
             gateway: Some(self.gateway.clone()),
             gateway_device: Some(self.gateway_device.clone()),

@@ -291,6 +291,10 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
     match session.node.access() {
         Some(crate::node::NodeAccess::Netns { netns }) => out.push_str(&format!("  ip netns exec {netns} bash      # a shell on node {}\n", session.node.name)),
         Some(crate::node::NodeAccess::Docker { container }) => out.push_str(&format!("  docker exec -it {container} bash      # a shell on node {}\n", session.node.name)),
+        Some(crate::node::NodeAccess::Ssh(ssh)) => {
+            let port = ssh.port.map(|p| format!("-p {p} ")).unwrap_or_default();
+            out.push_str(&format!("  ssh {port}{}      # a shell on node {}\n", ssh.destination, session.node.name))
+        }
         None => {}
     }
     // A node whose CRI client is not plain `crictl` (the test bed's faultlab-cri): say how to call it there.

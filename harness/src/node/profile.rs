@@ -14,6 +14,26 @@ pub enum NodeAccess {
     Docker { container: String },
     /// `ip netns exec <netns> ...` (the test bed's node lives in its own network namespace).
     Netns { netns: String },
+    /// `ssh [options] <destination> -- '<command line>'`: any machine you can log in to (a VM, your
+    /// own cluster's nodes), as root or a user for whom the node's commands work.
+    Ssh(SshAccess),
+}
+
+/// How to reach a node by ssh. Authentication is ssh's own (keys, agent, `~/.ssh/config`): faultlab
+/// runs `ssh` in batch mode and never answers a prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SshAccess {
+    /// `[user@]host`, as ssh takes it.
+    pub destination: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// A private key file (`ssh -i`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<String>,
+    /// More ssh arguments, before the destination (for example `-o UserKnownHostsFile=...`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
 
 impl NodeAccess {
@@ -31,9 +51,28 @@ impl NodeAccess {
             NodeAccess::Netns { netns } => {
                 vec!["ip".into(), "netns".into(), "exec".into(), netns.clone()]
             }
+            NodeAccess::Ssh(ssh) => {
+                // ssh hands the remote side one command line, which the login shell splits again: the
+                // argv goes quoted, so the node runs exactly these words.
+                let mut v: Vec<String> = vec!["ssh".into(), "-T".into(), "-o".into(), "BatchMode=yes".into(), "-o".into(), "ConnectTimeout=15".into()];
+                if let Some(port) = ssh.port {
+                    v.extend(["-p".into(), port.to_string()]);
+                }
+                if let Some(key) = &ssh.identity_file {
+                    v.extend(["-i".into(), key.clone()]);
+                }
+                v.extend(ssh.options.iter().cloned());
+                v.extend([ssh.destination.clone(), "--".into(), crate::cmd::shell_join(&Self::inner(cmd))]);
+                return v;
+            }
         };
-        // `timeout -k 5 N`: TERM after N seconds, KILL five seconds later, inside the node.
-        argv.extend(["timeout".to_string(), "-k".to_string(), "5".to_string(), cmd.timeout.as_secs().max(1).to_string()]);
+        argv.extend(Self::inner(cmd));
+        argv
+    }
+
+    /// `timeout -k 5 N ARGV...`: TERM after N seconds, KILL five seconds later, inside the node.
+    fn inner(cmd: &Cmd) -> Vec<String> {
+        let mut argv = vec!["timeout".to_string(), "-k".to_string(), "5".to_string(), cmd.timeout.as_secs().max(1).to_string()];
         argv.extend(cmd.argv.iter().cloned());
         argv
     }
@@ -113,6 +152,9 @@ pub struct NodeProfile {
     /// The docker container that is the node (kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// How to reach the node by ssh (a VM, a machine of your own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshAccess>,
     /// The node's address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
@@ -139,10 +181,11 @@ pub struct NodeProfile {
 impl NodeProfile {
     /// How commands reach this node.
     pub fn access(&self) -> Option<NodeAccess> {
-        match (&self.container, &self.netns) {
-            (Some(container), _) => Some(NodeAccess::Docker { container: container.clone() }),
-            (None, Some(netns)) => Some(NodeAccess::Netns { netns: netns.clone() }),
-            (None, None) => None,
+        match (&self.container, &self.netns, &self.ssh) {
+            (Some(container), _, _) => Some(NodeAccess::Docker { container: container.clone() }),
+            (None, Some(netns), _) => Some(NodeAccess::Netns { netns: netns.clone() }),
+            (None, None, Some(ssh)) => Some(NodeAccess::Ssh(ssh.clone())),
+            (None, None, None) => None,
         }
     }
 
@@ -185,5 +228,67 @@ impl NodeProfile {
     /// Where kubelet keeps its CPU manager checkpoint.
     pub fn cpu_manager_state(&self) -> PathBuf {
         PathBuf::from(&self.kubelet.root_dir).join("cpu_manager_state")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssh() -> NodeAccess {
+        NodeAccess::Ssh(SshAccess {
+            destination: "root@127.0.0.1".into(),
+            port: Some(2222),
+            identity_file: Some("/var/lib/faultlab/arm64/id_ed25519".into()),
+            options: vec!["-o".into(), "UserKnownHostsFile=/var/lib/faultlab/arm64/known_hosts".into()],
+        })
+    }
+
+    #[test]
+    fn ssh_runs_the_command_line_quoted_with_the_inner_timeout() {
+        let cmd = Cmd::new(["sh", "-c", "echo \"it's\" $HOME"]).timeout(Duration::from_secs(30));
+        let argv = ssh().wrap(&cmd);
+        assert_eq!(
+            argv[..12],
+            ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", "2222", "-i", "/var/lib/faultlab/arm64/id_ed25519", "-o", "UserKnownHostsFile=/var/lib/faultlab/arm64/known_hosts"]
+        );
+        assert_eq!(argv[12..14], ["root@127.0.0.1", "--"]);
+        // One remote command line: the inner timeout and the argv, each word quoted for the node's shell.
+        assert_eq!(argv[14], "timeout -k 5 30 sh -c 'echo \"it'\\''s\" $HOME'");
+        assert_eq!(argv.len(), 15);
+        let plain = NodeAccess::Ssh(SshAccess { destination: "node-1".into(), port: None, identity_file: None, options: vec![] });
+        assert_eq!(plain.wrap(&Cmd::new(["ip", "route"])), ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "node-1", "--", "timeout -k 5 60 ip route"]);
+    }
+
+    /// What the remote login shell does with ssh's one command line: split it again. A stand-in for
+    /// ssh runs its last argument with `sh -c`, so the words the node's command gets are checked
+    /// for real, without a network.
+    #[test]
+    fn the_node_gets_exactly_the_words_of_the_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let stand_in = dir.path().join("ssh");
+        std::fs::write(&stand_in, "#!/bin/sh\nfor last; do :; done\nexec sh -c \"$last\"\n").unwrap();
+        std::fs::set_permissions(&stand_in, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let words = ["a b", "it's", "$HOME", "\"q\"", "*", "x;y", "new\nline"];
+        let mut argv = vec!["printf".to_string(), "[%s]".into()];
+        argv.extend(words.iter().map(|w| w.to_string()));
+        let wrapped = ssh().wrap(&Cmd::new(argv));
+        let out = std::process::Command::new(&stand_in).args(&wrapped[1..]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let want: String = words.iter().map(|w| format!("[{w}]")).collect();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+    }
+
+    #[test]
+    fn a_profile_with_ssh_is_reached_by_ssh() {
+        let mut p = crate::testbed::tests::sample_profile();
+        p.netns = None;
+        p.ssh = Some(SshAccess { destination: "n".into(), port: None, identity_file: None, options: vec![] });
+        assert!(matches!(p.access(), Some(NodeAccess::Ssh(s)) if s.destination == "n"));
+        let text = "destination: root@vm\nport: 2222\nidentityFile: /k\noptions: [-o, A=b]\n";
+        let decoded: SshAccess = crate::datafile::decode(std::path::Path::new("ssh.yaml"), text).unwrap();
+        assert_eq!(decoded.port, Some(2222));
+        let err = crate::datafile::decode::<SshAccess>(std::path::Path::new("ssh.yaml"), "destination: x\nuser: y\n").unwrap_err().to_string();
+        assert!(err.contains("user"), "{err}");
     }
 }

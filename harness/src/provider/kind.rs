@@ -414,6 +414,7 @@ impl Kind {
             name: container.to_string(),
             netns: None,
             container: Some(container.to_string()),
+            ssh: None,
             address: None,
             gateway: None,
             gateway_device: Some("eth0".into()),
