@@ -172,11 +172,11 @@ mod tests {
         let mut ok = ScenarioReport::ignored("pause-missing", "");
         ok.status = Status::Passed;
         ok.error = None;
-        ok.platform = "k8s-1.20-containerd-1.6".into();
+        ok.platform = "k8s-1.20-containerd-1.6-amd64".into();
         ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0) };
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
         let suite = SuiteReport { wall_seconds: 30.0, scenarios: vec![ok.clone(), ignored] };
-        assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s");
+        assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s");
         let xml = suite.junit();
         assert!(xml.contains(r#"<property name="phase.recovery" value="12.000"/>"#), "{xml}");
         assert!(xml.contains("<skipped message=\"no cluster configured\""), "{xml}");

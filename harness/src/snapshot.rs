@@ -626,7 +626,7 @@ mod tests {
 
         let s = Store::with(&set, None, &own_set, &own_exp).unwrap();
         assert_eq!(s.dir, set.join("expectations"));
-        assert_eq!(s.path("k8s-1.20-containerd-1.6", "web"), set.join("expectations/k8s-1.20-containerd-1.6/web.snap"));
+        assert_eq!(s.path("k8s-1.20-containerd-1.6-amd64", "web"), set.join("expectations/k8s-1.20-containerd-1.6-amd64/web.snap"));
         assert_eq!(s.new_path("p", "web"), set.join("expectations/p/web.snap.new"));
         assert!(!s.overridden);
 
@@ -640,7 +640,7 @@ mod tests {
         assert_eq!((s.dir.clone(), s.overridden), (elsewhere, true));
 
         // Never faultlab's own expectations/ (or below it) for another set, nor for a set that is the root.
-        for dir in [own_exp.clone(), own_exp.join("k8s-1.20-containerd-1.6"), root.join("scenarios/../expectations")] {
+        for dir in [own_exp.clone(), own_exp.join("k8s-1.20-containerd-1.6-amd64"), root.join("scenarios/../expectations")] {
             let err = Store::with(&set, Some(dir.clone()), &own_set, &own_exp).unwrap_err();
             assert!(err.to_string().starts_with(&format!("refusing to keep the snapshots of scenario set {} in faultlab's own {}", set.display(), own_exp.display())), "{err}");
             assert!(err.to_string().contains(&format!("to keep them in {}", set.join("expectations").display())), "{err}");
@@ -655,12 +655,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = store(tmp.path());
         let events = vec![ev("Pulled", "Container image \"x\" already present"), ev("Killing", "Stopping container app")];
-        let SnapshotResult::Mismatched(text) = s.check("k8s-1.20-containerd-1.6", "web", &events) else { panic!("mismatch expected") };
-        let new = s.new_path("k8s-1.20-containerd-1.6", "web");
+        let SnapshotResult::Mismatched(text) = s.check("k8s-1.20-containerd-1.6-amd64", "web", &events) else { panic!("mismatch expected") };
+        let new = s.new_path("k8s-1.20-containerd-1.6-amd64", "web");
         assert_eq!(
             text,
             format!(
-                "no reviewed snapshot yet for web on k8s-1.20-containerd-1.6: wrote {}; read it and accept it with `faultlab snapshots accept web --scenarios {}` (or review with `faultlab snapshots review --scenarios {}`)",
+                "no reviewed snapshot yet for web on k8s-1.20-containerd-1.6-amd64: wrote {}; read it and accept it with `faultlab snapshots accept web --scenarios {}` (or review with `faultlab snapshots review --scenarios {}`)",
                 new.display(),
                 s.set.display(),
                 s.set.display()
@@ -668,13 +668,13 @@ mod tests {
         );
         assert!(!text.contains('\n'), "one paragraph: {text}");
         assert_eq!(stored_events(&std::fs::read_to_string(&new).unwrap()).unwrap(), events);
-        assert!(!s.path("k8s-1.20-containerd-1.6", "web").exists(), "the .snap is never written by a run");
+        assert!(!s.path("k8s-1.20-containerd-1.6-amd64", "web").exists(), "the .snap is never written by a run");
 
         // Accepted, the same events match, and nothing waits any more.
         let accepted = s.accept("web", None).unwrap();
-        assert_eq!(accepted.snap, s.path("k8s-1.20-containerd-1.6", "web"));
+        assert_eq!(accepted.snap, s.path("k8s-1.20-containerd-1.6-amd64", "web"));
         assert!(!new.exists());
-        assert_eq!(s.check("k8s-1.20-containerd-1.6", "web", &events), SnapshotResult::Matched);
+        assert_eq!(s.check("k8s-1.20-containerd-1.6-amd64", "web", &events), SnapshotResult::Matched);
         assert!(!new.exists());
     }
 

@@ -27,7 +27,7 @@ pub enum TestBedKind {
 pub struct TestBed {
     pub api_version: ApiVersion,
     pub kind: TestBedKind,
-    /// Platform name used for expectations, e.g. `k8s-1.20-containerd-1.6`.
+    /// Platform name used for expectations, e.g. `k8s-1.20-containerd-1.6-amd64`.
     pub platform: String,
     pub kubeconfig: PathBuf,
     pub context: String,
@@ -67,7 +67,7 @@ impl TestBed {
 /// and the values in the test bed's scripts only.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Facts {
-    /// The platform name, for the expectations directory (`k8s-1.20-containerd-1.6`).
+    /// The platform name, for the expectations directory (`k8s-1.20-containerd-1.6-amd64`).
     #[arg(long)]
     pub platform: String,
     #[arg(long)]
@@ -210,7 +210,7 @@ pub(crate) mod tests {
     #[test]
     fn valid_description_decodes() {
         let bed = sample();
-        assert_eq!(bed.platform, "k8s-1.20-containerd-1.6");
+        assert_eq!(bed.platform, "k8s-1.20-containerd-1.6-amd64");
         assert_eq!(bed.nodes[0].netns.as_deref(), Some("faultlab-node"));
         assert_eq!(bed.nodes[0].images.more.get("tools").map(String::as_str), Some("faultlab.invalid/tools:1"));
     }
@@ -226,7 +226,7 @@ pub(crate) mod tests {
     /// The facts `ci/testbed/up` would give for the sample's node.
     fn sample_facts() -> Facts {
         Facts {
-            platform: "k8s-1.20-containerd-1.6".into(),
+            platform: "k8s-1.20-containerd-1.6-amd64".into(),
             kubeconfig: "/var/lib/faultlab/testbed/kubeconfig".into(),
             context: "faultlab-testbed".into(),
             node: "faultlab-node".into(),

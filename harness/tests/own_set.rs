@@ -18,7 +18,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 type BedTrial = fn(&Path) -> Result<(), Failed>;
 
 /// The platform the example set's snapshots were recorded on: the test bed's.
-const TESTBED_PLATFORM: &str = "k8s-1.20-containerd-1.6";
+const TESTBED_PLATFORM: &str = "k8s-1.20-containerd-1.6-amd64";
 
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();

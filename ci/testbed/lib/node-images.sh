@@ -88,7 +88,7 @@ fl_write_description() {
   done
   mkdir -p "$(dirname "$FL_DESCRIPTION")"
   "$bin" testbed describe --out "$FL_DESCRIPTION" \
-    --platform k8s-1.20-containerd-1.6 --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
+    --platform "k8s-1.20-containerd-1.6-$(fl_go_arch)" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
     --node "$FL_NODE" --address "$FL_NODE_IP" --gateway "$FL_HOST_IP" --gateway-device "$FL_VETH_NODE" \
     --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF" \
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \

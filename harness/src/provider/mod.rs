@@ -112,7 +112,7 @@ pub enum Ownership {
 pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub context: String,
-    /// Names the expectations directory, e.g. `k8s-1.20-containerd-1.6`. A kind cluster has none until
+    /// Names the expectations directory, e.g. `k8s-1.20-containerd-1.6-amd64`. A kind cluster has none until
     /// [`Provider::platform`] has asked its nodes (a plan shows what decides it).
     pub platform: String,
     pub nodes: Vec<NodeProfile>,
