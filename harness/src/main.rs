@@ -542,7 +542,7 @@ async fn main() -> Result<()> {
             faultlab::image::pack(&rootfs, &config, &out).with_context(|| format!("packing {} into {}", rootfs.display(), out.display()))?;
         }
         Command::Testbed { command: TestbedCommand::Describe { facts, out } } => {
-            let text = facts.testbed().map_err(|e| anyhow::anyhow!("testbed describe: {e}"))?.to_yaml();
+            let text = facts.testbed().context("testbed describe")?.to_yaml();
             match out {
                 None => print!("{text}"),
                 Some(path) if std::fs::read_to_string(&path).is_ok_and(|old| old == text) => {}

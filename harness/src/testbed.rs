@@ -120,20 +120,31 @@ pub struct Facts {
     pub images: Vec<String>,
 }
 
+/// Facts that make no description.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FactsError {
+    #[error("--image {value:?}: expected ROLE=REF, for example busybox=faultlab.invalid/busybox:1.35")]
+    ImageNotRoleRef { value: String },
+    #[error("--image: role {role} is given twice")]
+    RoleTwice { role: String },
+    #[error("--image: no {role}=REF given (the node needs a {role} image)")]
+    RoleMissing { role: &'static str },
+}
+
 impl Facts {
     /// The description these facts make; an image given twice, or `pause` or `busybox` missing, is an
     /// error naming the flag.
-    pub fn testbed(&self) -> Result<TestBed, String> {
+    pub fn testbed(&self) -> Result<TestBed, FactsError> {
         let mut images = std::collections::BTreeMap::new();
         for image in &self.images {
             let Some((role, reference)) = image.split_once('=').filter(|(r, v)| !r.is_empty() && !v.is_empty()) else {
-                return Err(format!("--image {image:?}: expected ROLE=REF, for example busybox=faultlab.invalid/busybox:1.35"));
+                return Err(FactsError::ImageNotRoleRef { value: image.clone() });
             };
             if images.insert(role.to_string(), reference.to_string()).is_some() {
-                return Err(format!("--image: role {role} is given twice"));
+                return Err(FactsError::RoleTwice { role: role.into() });
             }
         }
-        let mut take = |role: &str| images.remove(role).ok_or_else(|| format!("--image: no {role}=REF given (the node needs a {role} image)"));
+        let mut take = |role: &'static str| images.remove(role).ok_or(FactsError::RoleMissing { role });
         let (pause, busybox) = (take("pause")?, take("busybox")?);
         let restart = |what: &str| vec![self.node_script.clone(), "restart".into(), what.into()];
         let node = NodeProfile {
@@ -266,10 +277,10 @@ pub(crate) mod tests {
     fn images_must_name_pause_and_busybox_once_each() {
         let mut facts = sample_facts();
         facts.images.retain(|i| !i.starts_with("busybox="));
-        assert_eq!(facts.testbed().unwrap_err(), "--image: no busybox=REF given (the node needs a busybox image)");
+        assert_eq!(facts.testbed().unwrap_err().to_string(), "--image: no busybox=REF given (the node needs a busybox image)");
         facts.images.push("pause=other:1".into());
-        assert_eq!(facts.testbed().unwrap_err(), "--image: role pause is given twice");
+        assert_eq!(facts.testbed().unwrap_err(), FactsError::RoleTwice { role: "pause".into() });
         facts.images = vec!["busybox".into()];
-        assert!(facts.testbed().unwrap_err().starts_with("--image \"busybox\": expected ROLE=REF"));
+        assert!(facts.testbed().unwrap_err().to_string().starts_with("--image \"busybox\": expected ROLE=REF"));
     }
 }
