@@ -30,6 +30,55 @@ FL_VETH_NODE=fl-node0
 FL_HOST_IP=198.18.213.1
 FL_NODE_IP=198.18.213.2
 FL_LINK_PREFIX=30
+
+# ------------------------------------------------------ the node's arch ----
+# The node runs natively (the host's architecture: a network namespace on the host) or, for another
+# architecture, in an emulated VM (ci/testbed/lib/vm.sh): `up --arch arm64`. up records the choice in
+# $FL_LIB/node-arch, so down, status, node and smoke follow it. Inside the VM, /etc/faultlab/vm marks
+# the VM's own side.
+# The host's architecture as Go and OCI name it.
+fl_host_arch() {
+  case $(uname -m) in
+    x86_64) echo amd64 ;;
+    aarch64) echo arm64 ;;
+    armv7l) echo arm ;;
+    *) uname -m ;;
+  esac
+}
+FL_VM_MARKER=/etc/faultlab/vm
+FL_IN_VM=0
+[ -f "$FL_VM_MARKER" ] && FL_IN_VM=1
+if [ -z "${FL_NODE_ARCH:-}" ]; then
+  if [ "$FL_IN_VM" = 1 ]; then
+    FL_NODE_ARCH=$(fl_host_arch)
+  elif [ -s "$FL_LIB/node-arch" ]; then
+    FL_NODE_ARCH=$(cat "$FL_LIB/node-arch")
+  else
+    FL_NODE_ARCH=$(fl_host_arch)
+  fi
+fi
+# FL_VM=1: the node is the VM (on the host: the VM's control side; in the VM: FL_IN_VM=1 too).
+FL_VM=0
+if [ "$FL_IN_VM" = 1 ] || [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then FL_VM=1; fi
+# Where the node reaches the API server, its address, gateway and the device of its default route.
+FL_APISERVER_BIND=$FL_HOST_IP
+FL_APISERVER_ADVERTISE=$FL_HOST_IP
+FL_NODE_GATEWAY=$FL_HOST_IP
+FL_NODE_DEVICE=$FL_VETH_NODE
+# QEMU user-mode networking (slirp): the VM is 198.18.214.15 on eth0; 198.18.214.2 is QEMU's alias of
+# the host's loopback, where the API server listens. Nothing is added to the host's links or routes.
+FL_VM_NET=198.18.214.0/24
+FL_VM_HOST_ALIAS=198.18.214.2
+FL_VM_DNS=198.18.214.3
+FL_VM_IP=198.18.214.15
+FL_VM_PREFIX=24
+if [ "$FL_VM" = 1 ]; then
+  FL_NODE_IP=$FL_VM_IP
+  FL_APISERVER_BIND=127.0.0.1
+  FL_APISERVER_ADVERTISE=$FL_VM_HOST_ALIAS
+  FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
+  FL_NODE_DEVICE=eth0
+fi
 # Pods live only inside the node's network namespace.
 FL_POD_CIDR=10.244.0.0/24
 FL_POD_GW=10.244.0.1
@@ -125,3 +174,5 @@ source "$FL_TESTBED_DIR/lib/components.sh"
 source "$FL_TESTBED_DIR/lib/node-images.sh"
 # shellcheck source=ci/testbed/lib/teardown.sh
 source "$FL_TESTBED_DIR/lib/teardown.sh"
+# shellcheck source=ci/testbed/lib/vm.sh
+source "$FL_TESTBED_DIR/lib/vm.sh"

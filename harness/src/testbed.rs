@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::{self, ApiVersion, DataFileError};
-use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile};
+use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, SshAccess};
 
 pub const DEFAULT_PATH: &str = "/var/lib/faultlab/testbed/testbed.yaml";
 
@@ -54,7 +54,7 @@ impl TestBed {
                 return Err(DataFileError::Invalid {
                     path: path.to_owned(),
                     field: format!("nodes[{i}]"),
-                    message: "a node needs `netns` or `container` so commands can reach it".into(),
+                    message: "a node needs `netns`, `container` or `ssh` so commands can reach it".into(),
                 });
             }
         }
@@ -74,9 +74,23 @@ pub struct Facts {
     pub kubeconfig: PathBuf,
     #[arg(long)]
     pub context: String,
-    /// The node's name, which is also its network namespace.
+    /// The node's name, which is also its network namespace (unless it is reached by ssh).
     #[arg(long)]
     pub node: String,
+    /// Reach the node by ssh (`[user@]host`) instead of through its network namespace: the emulated
+    /// VM node (`ci/testbed/up --arch arm64`).
+    #[arg(long)]
+    pub ssh_destination: Option<String>,
+    #[arg(long, requires = "ssh_destination")]
+    pub ssh_port: Option<u16>,
+    #[arg(long, requires = "ssh_destination")]
+    pub ssh_identity: Option<String>,
+    /// One more ssh argument, before the destination (repeatable: `--ssh-option=-o --ssh-option=X=Y`).
+    #[arg(long = "ssh-option", requires = "ssh_destination", allow_hyphen_values = true)]
+    pub ssh_options: Vec<String>,
+    /// The node's CPU architecture (Go's name), when it is not this machine's.
+    #[arg(long)]
+    pub arch: Option<String>,
     #[arg(long)]
     pub address: String,
     /// The host's end of the node's link: the node's default gateway.
@@ -147,11 +161,18 @@ impl Facts {
         let mut take = |role: &'static str| images.remove(role).ok_or(FactsError::RoleMissing { role });
         let (pause, busybox) = (take("pause")?, take("busybox")?);
         let restart = |what: &str| vec![self.node_script.clone(), "restart".into(), what.into()];
+        let ssh = self.ssh_destination.as_ref().map(|destination| SshAccess {
+            destination: destination.clone(),
+            port: self.ssh_port,
+            identity_file: self.ssh_identity.clone(),
+            options: self.ssh_options.clone(),
+        });
         let node = NodeProfile {
             name: self.node.clone(),
-            netns: Some(self.node.clone()),
+            netns: if ssh.is_some() { None } else { Some(self.node.clone()) },
             container: None,
-            ssh: None,
+            ssh,
+            arch: self.arch.clone(),
             address: Some(self.address.clone()),
             gateway: Some(self.gateway.clone()),
             gateway_device: Some(self.gateway_device.clone()),
@@ -241,6 +262,11 @@ pub(crate) mod tests {
             kubeconfig: "/var/lib/faultlab/testbed/kubeconfig".into(),
             context: "faultlab-testbed".into(),
             node: "faultlab-node".into(),
+            ssh_destination: None,
+            ssh_port: None,
+            ssh_identity: None,
+            ssh_options: vec![],
+            arch: None,
             address: "10.213.0.2".into(),
             gateway: "10.213.0.1".into(),
             gateway_device: "fl-node".into(),
@@ -271,6 +297,46 @@ pub(crate) mod tests {
         let path = dir.path().join("testbed.yaml");
         std::fs::write(&path, &text).unwrap();
         assert_eq!(TestBed::read(&path).unwrap(), bed);
+    }
+
+    /// The VM node: reached by ssh, not by a network namespace, with its architecture.
+    #[test]
+    fn a_vm_node_is_described_with_ssh_and_its_arch() {
+        let mut facts = sample_facts();
+        facts.ssh_destination = Some("root@127.0.0.1".into());
+        facts.ssh_port = Some(22622);
+        facts.ssh_identity = Some("/var/cache/faultlab/vm-arm64/id_ed25519".into());
+        facts.ssh_options = vec!["-o".into(), "UserKnownHostsFile=/var/cache/faultlab/vm-arm64/known_hosts".into()];
+        facts.arch = Some("arm64".into());
+        let bed = facts.testbed().unwrap();
+        let node = &bed.nodes[0];
+        assert_eq!(node.netns, None);
+        assert_eq!(node.arch.as_deref(), Some("arm64"));
+        let Some(crate::node::NodeAccess::Ssh(ssh)) = node.access() else { panic!("{:?}", node.access()) };
+        assert_eq!((ssh.destination.as_str(), ssh.port), ("root@127.0.0.1", Some(22622)));
+        let text = bed.to_yaml();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("testbed.yaml");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(TestBed::read(&path).unwrap(), bed, "{text}");
+    }
+
+    /// `faultlab testbed describe` takes the ssh options from the command line, `-o` values included.
+    #[test]
+    fn ssh_facts_parse_from_the_command_line() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            facts: Facts,
+        }
+        let base = ["x", "--platform", "p", "--kubeconfig", "k", "--context", "c", "--node", "n", "--address", "a", "--gateway", "g", "--gateway-device", "d",
+            "--containerd-socket", "s", "--containerd-root", "r", "--containerd-config", "cc", "--sandbox-image", "i", "--kubelet-root", "kr", "--kubelet-config", "kc",
+            "--kubelet-extra-flags", "ke", "--node-script", "ns", "--cri-client", "cri", "--disk-file", "df", "--disk-mib", "1", "--node-package", "np"];
+        let cli = Cli::try_parse_from(base.iter().copied().chain(["--ssh-destination", "root@h", "--ssh-option", "-o", "--ssh-option", "A=B"])).unwrap();
+        assert_eq!(cli.facts.ssh_options, ["-o", "A=B"]);
+        let err = Cli::try_parse_from(base.iter().copied().chain(["--ssh-port", "22"])).err().unwrap().to_string();
+        assert!(err.contains("--ssh-destination"), "{err}");
     }
 
     #[test]

@@ -60,8 +60,13 @@ fn checked_in_schema_is_current() {
 fn testbed_description_fixtures() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed");
     faultlab::testbed::TestBed::read(&dir.join("valid.yaml")).unwrap();
+    // As `ci/testbed/up --arch arm64` wrote it: the VM node, reached by ssh.
+    let vm = faultlab::testbed::TestBed::read(&dir.join("valid-ssh.yaml")).unwrap();
+    assert_eq!(vm.platform, "k8s-1.20-containerd-1.6-arm64");
+    assert_eq!(vm.nodes[0].arch(), "arm64");
+    assert!(matches!(vm.nodes[0].access(), Some(faultlab::node::NodeAccess::Ssh(s)) if s.port == Some(22622)), "{:?}", vm.nodes[0].access());
     let err = faultlab::testbed::TestBed::read(&dir.join("invalid-no-access.yaml")).unwrap_err().to_string();
-    assert!(err.ends_with("invalid-no-access.yaml: nodes[0]: a node needs `netns` or `container` so commands can reach it"), "{err}");
+    assert!(err.ends_with("invalid-no-access.yaml: nodes[0]: a node needs `netns`, `container` or `ssh` so commands can reach it"), "{err}");
     let err = faultlab::testbed::TestBed::read(&dir.join("missing.yaml")).unwrap_err().to_string();
     assert!(err.ends_with("missing.yaml: cannot read: No such file or directory (os error 2)"), "{err}");
 }

@@ -32,7 +32,7 @@ fl_make_pki() {
       -out "$FL_PKI/ca.crt" 2>/dev/null
   fi
   fl_cert apiserver "/CN=kube-apiserver" \
-    "IP:$FL_HOST_IP,IP:127.0.0.1,IP:$FL_SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
+    "IP:$FL_HOST_IP,IP:127.0.0.1,IP:$FL_VM_HOST_ALIAS,IP:$FL_SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
   fl_cert admin "/O=system:masters/CN=faultlab-admin"
   fl_cert controller-manager "/CN=system:kube-controller-manager"
   fl_cert scheduler "/CN=system:kube-scheduler"
@@ -77,16 +77,16 @@ fl_write_if_changed() {
   return 0
 }
 
-# fl_kubeconfig <file> <cert-name> <user> [context]
+# fl_kubeconfig <file> <cert-name> <user> [context] [server]
 fl_kubeconfig() {
-  local f=$1 cert=$2 user=$3 ctx=${4:-$FL_CONTEXT}
+  local f=$1 cert=$2 user=$3 ctx=${4:-$FL_CONTEXT} server=${5:-$FL_APISERVER_URL}
   fl_write_if_changed "$f" 0600 <<EOK || true
 apiVersion: v1
 kind: Config
 clusters:
 - name: faultlab
   cluster:
-    server: $FL_APISERVER_URL
+    server: $server
     certificate-authority-data: $(base64 -w0 <"$FL_PKI/ca.crt")
 users:
 - name: $user

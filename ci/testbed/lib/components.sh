@@ -4,6 +4,9 @@
 # Sourced by ci/testbed/lib.sh only.
 
 # ----------------------------------------------------- start components -----
+# The network namespace the node's daemons start in ("-": the current one, inside the VM node).
+fl_node_netns() { if [ "$FL_IN_VM" = 1 ]; then echo -; else echo "$FL_NETNS"; fi; }
+
 fl_start_etcd() {
   mkdir -p "$FL_ETCD_DATA"
   chmod 0700 "$FL_ETCD_DATA"
@@ -17,7 +20,7 @@ fl_start_etcd() {
 
 fl_start_apiserver() {
   fl_start kube-apiserver - "$FL_BIN/kube-apiserver" \
-    --advertise-address="$FL_HOST_IP" --bind-address="$FL_HOST_IP" --secure-port="$FL_APISERVER_PORT" \
+    --advertise-address="$FL_APISERVER_ADVERTISE" --bind-address="$FL_APISERVER_BIND" --secure-port="$FL_APISERVER_PORT" \
     --insecure-port=0 --etcd-servers="$FL_ETCD_CLIENT" \
     --service-cluster-ip-range="$FL_SERVICE_CIDR" \
     --tls-cert-file="$FL_PKI/apiserver.crt" --tls-private-key-file="$FL_PKI/apiserver.key" \
@@ -58,7 +61,7 @@ fl_start_scheduler() {
 
 fl_start_containerd() {
   mkdir -p "$FL_CTRD_STATE" "$FL_CNI_DATA"
-  fl_start containerd "$FL_NETNS" /usr/bin/containerd --config "$FL_CTRD_CONF"
+  fl_start containerd "$(fl_node_netns)" /usr/bin/containerd --config "$FL_CTRD_CONF"
   fl_wait_comp containerd "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
 }
 
@@ -90,7 +93,7 @@ fl_kubelet_flags() {
 fl_start_kubelet() {
   mkdir -p "$FL_KUBELET_ROOT"
   fl_kubelet_flags
-  fl_start kubelet "$FL_NETNS" "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
+  fl_start kubelet "$(fl_node_netns)" "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
   fl_wait_comp kubelet "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
 }
 
@@ -102,5 +105,6 @@ fl_start_comp() {
     kube-scheduler) fl_start_scheduler ;;
     containerd) fl_start_containerd ;;
     kubelet) fl_start_kubelet ;;
+    vm) fl_start_vm ;;
   esac
 }

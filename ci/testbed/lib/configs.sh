@@ -122,7 +122,7 @@ fl_write_configs() {
   fl_kubeconfig "$FL_KUBECONFIG" admin faultlab-admin
   fl_kubeconfig "$FL_TB/controller-manager.kubeconfig" controller-manager system:kube-controller-manager
   fl_kubeconfig "$FL_TB/scheduler.kubeconfig" scheduler system:kube-scheduler
-  fl_kubeconfig "$FL_TB/kubelet/kubeconfig" node "system:node:$FL_NODE"
+  fl_kubeconfig "$FL_TB/kubelet/kubeconfig" node "system:node:$FL_NODE" "$FL_CONTEXT" "$FL_NODE_APISERVER_URL"
   FL_CHANGED_CONTAINERD=0
   FL_CHANGED_KUBELET=0
   if fl_write_containerd_config; then FL_CHANGED_CONTAINERD=1; fi

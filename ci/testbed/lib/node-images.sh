@@ -19,7 +19,7 @@ fl_import_images() {
       continue
     fi
     log "importing $ref into the node's containerd"
-    fl_ctr images import "$tar" >/dev/null
+    fl_ctr images import - <"$tar" >/dev/null || die "importing $tar into the node's containerd failed"
     printf '%s\n' "$tar" >"$marker"
   done
 }
@@ -61,6 +61,36 @@ fl_install_cri_client() {
     || die "$FL_CRI_BIN cannot reach containerd's CRI at $FL_CTRD_SOCK"
 }
 
+# fl_faultlab_cri_arm64: the path of faultlab-cri for an arm64 node (the VM, ci/testbed/lib/vm.sh):
+# $FAULTLAB_CRI_BIN if set (it must be an aarch64 program), else cross-built with cargo for
+# aarch64-unknown-linux-gnu, linked by Debian's aarch64-linux-gnu-gcc.
+fl_faultlab_cri_arm64() {
+  if [ -n "${FAULTLAB_CRI_BIN:-}" ]; then
+    [ -x "$FAULTLAB_CRI_BIN" ] || die "FAULTLAB_CRI_BIN=$FAULTLAB_CRI_BIN: not an executable file"
+    fl_elf_is_aarch64 "$FAULTLAB_CRI_BIN" || die "FAULTLAB_CRI_BIN=$FAULTLAB_CRI_BIN: not an aarch64 program (the arm64 node needs one)"
+    printf '%s\n' "$FAULTLAB_CRI_BIN"
+    return 0
+  fi
+  local repo sysroot src target=aarch64-unknown-linux-gnu
+  local linker=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
+  local cc=${CC_aarch64_unknown_linux_gnu:-aarch64-linux-gnu-gcc}
+  repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
+  command -v cargo >/dev/null 2>&1 ||
+    die "no cargo to cross-build faultlab-cri for arm64: install Rust (rustup), or set FAULTLAB_CRI_BIN to an aarch64 faultlab-cri"
+  # The repository's own toolchain and .cargo/config.toml: run from the repository.
+  sysroot=$(cd "$repo" && rustc --print sysroot) || die "rustc --print sysroot failed in $repo"
+  [ -d "$sysroot/lib/rustlib/$target/lib" ] ||
+    die "the Rust standard library for $target is not installed ($sysroot): rustup target add $target"
+  command -v "$linker" >/dev/null 2>&1 ||
+    die "no linker $linker for $target: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+  (cd "$repo" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$linker CC_aarch64_unknown_linux_gnu=$cc \
+    cargo build --quiet -p faultlab --bin faultlab-cri --target "$target") >&2 ||
+    die "cross-building faultlab-cri for arm64 failed (cargo build -p faultlab --bin faultlab-cri --target $target in $repo)"
+  src=${CARGO_TARGET_DIR:-$repo/target}/$target/debug/faultlab-cri
+  fl_elf_is_aarch64 "$src" || die "$src: missing, or not an aarch64 program, after cargo build --target $target"
+  printf '%s\n' "$src"
+}
+
 # The "node package" the pause-missing fix unpacks: pause-3.1.tgz holding pause-3.1.tar.
 fl_write_node_package() {
   local tar tmp
@@ -70,7 +100,10 @@ fl_write_node_package() {
   mkdir -p "$(dirname "$FL_NODE_PACKAGE")"
   tar --create --directory "$tmp" --owner=0 --group=0 --numeric-owner --mtime=@0 --format=ustar pause-3.1.tar |
     gzip -n -9 >"$tmp/pause-3.1.tgz"
-  if fl_write_if_changed "$FL_NODE_PACKAGE" 0644 <"$tmp/pause-3.1.tgz"; then
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    fl_vm_ssh sh -c "mkdir -p '$(dirname "$FL_NODE_PACKAGE")' && cat >'$FL_NODE_PACKAGE.tmp' && mv '$FL_NODE_PACKAGE.tmp' '$FL_NODE_PACKAGE'" \
+      <"$tmp/pause-3.1.tgz" || die "writing the node package $FL_NODE_PACKAGE in the VM failed"
+  elif fl_write_if_changed "$FL_NODE_PACKAGE" 0644 <"$tmp/pause-3.1.tgz"; then
     log "wrote node package $FL_NODE_PACKAGE"
   fi
   rm -rf "$tmp"
@@ -86,14 +119,27 @@ fl_write_description() {
   for dir in "$FL_TESTBED_DIR"/images/*/; do
     images+=(--image "$(basename "$dir")=$(fl_image_ref "$dir")")
   done
+  # How the harness reaches the node: its network namespace, or ssh into the VM (where the node's
+  # script and disk are the VM's own).
+  local -a access=()
+  local node_script=$FL_TESTBED_DIR/node disk_device
+  if [ "$FL_VM" = 1 ]; then
+    access=(--arch "$FL_NODE_ARCH" --ssh-destination root@127.0.0.1 --ssh-port "$FL_VM_SSH_PORT"
+      --ssh-identity "$FL_VM_KEY" --ssh-option=-o "--ssh-option=UserKnownHostsFile=$FL_VM_KNOWN_HOSTS"
+      --ssh-option=-o --ssh-option=StrictHostKeyChecking=yes --ssh-option=-o --ssh-option=LogLevel=ERROR)
+    node_script=$FL_VM_TESTBED_DIR/node
+    disk_device=$(fl_vm_ssh losetup -j "$FL_DISK_FILE" -O NAME -n </dev/null | head -n 1 | tr -d ' ')
+  else
+    disk_device=$(fl_disk_device)
+  fi
   mkdir -p "$(dirname "$FL_DESCRIPTION")"
   "$bin" testbed describe --out "$FL_DESCRIPTION" \
-    --platform "k8s-1.20-containerd-1.6-$(fl_go_arch)" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
-    --node "$FL_NODE" --address "$FL_NODE_IP" --gateway "$FL_HOST_IP" --gateway-device "$FL_VETH_NODE" \
+    --platform "k8s-1.20-containerd-1.6-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
+    --node "$FL_NODE" "${access[@]}" --address "$FL_NODE_IP" --gateway "$FL_NODE_GATEWAY" --gateway-device "$FL_NODE_DEVICE" \
     --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF" \
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \
-    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$FL_TESTBED_DIR/node" --cri-client "$FL_CRI_BIN" \
-    --disk-file "$FL_DISK_FILE" --disk-device "$(fl_disk_device)" --disk-mib "$FL_DISK_MIB" \
+    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" --cri-client "$FL_CRI_BIN" \
+    --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB" \
     --node-package "$FL_NODE_PACKAGE" "${images[@]}" \
     || die "writing the test bed description $FL_DESCRIPTION failed"
   chmod 0644 "$FL_DESCRIPTION"

@@ -124,16 +124,23 @@ FL_K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet k
 FL_GO_SUITE=bullseye
 FL_GO=/usr/lib/go-1.15/bin/go
 
-# Sets FL_BIN to the directory holding the five binaries (after fl_build_k8s).
+# Sets FL_BIN to the directory holding the host's binaries (after ci/testbed/build), and FL_BIN_NODE
+# to the one holding the node's kubelet (the same, unless the node is a VM of another architecture:
+# .../bin-<arch>; inside that VM the kubelet is at the host's path, $FL_BIN/kubelet).
 # up records the directory in $FL_TB/bin-dir so node commands need no apt look-up.
 fl_k8s_bin_dir() {
+  FL_BIN=""
   if [ -s "$FL_TB/bin-dir" ]; then
     FL_BIN=$(cat "$FL_TB/bin-dir")
-    [ -x "$FL_BIN/kubelet" ] && return 0
+    [ -x "$FL_BIN/kubelet" ] || FL_BIN=""
   fi
-  local ver
-  ver=$(fl_k8s_src_version)
-  FL_BIN=$(fl_k8s_cache_dir "$ver")/bin
+  if [ -z "$FL_BIN" ]; then
+    local ver
+    ver=$(fl_k8s_src_version)
+    FL_BIN=$(fl_k8s_cache_dir "$ver")/bin
+  fi
+  FL_BIN_NODE=$FL_BIN
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then FL_BIN_NODE=$(dirname "$FL_BIN")/bin-$FL_NODE_ARCH; fi
 }
 
 fl_k8s_binaries_present() {

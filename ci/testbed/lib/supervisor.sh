@@ -7,9 +7,21 @@
 # Ports on the host's loopback (etcd) and the host veth address (apiserver).
 FL_ETCD_CLIENT=http://127.0.0.1:12379
 FL_ETCD_PEER=http://127.0.0.1:12380
-FL_APISERVER_URL=https://$FL_HOST_IP:$FL_APISERVER_PORT
+FL_APISERVER_URL=https://$FL_APISERVER_BIND:$FL_APISERVER_PORT
+# The URL the node's kubelet uses (in the VM, QEMU's alias of the host's loopback).
+FL_NODE_APISERVER_URL=https://$FL_APISERVER_ADVERTISE:$FL_APISERVER_PORT
 
-FL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+FL_CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+FL_NODE_COMPONENTS=(containerd kubelet)
+# What runs on this machine, in start order. With the node in a VM, the host runs the control plane
+# and the VM (containerd and the kubelet run in the VM, started over ssh); in the VM, the node's two.
+if [ "$FL_IN_VM" = 1 ]; then
+  FL_COMPONENTS=("${FL_NODE_COMPONENTS[@]}")
+elif [ "$FL_VM" = 1 ]; then
+  FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" vm)
+else
+  FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" "${FL_NODE_COMPONENTS[@]}")
+fi
 
 # pgrep -f pattern that identifies each component's process (used to adopt or kill strays).
 fl_comp_pattern() {
@@ -18,6 +30,7 @@ fl_comp_pattern() {
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
       echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
     containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF" ;;
+    vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
     *) die "unknown component $1" ;;
   esac
 }
@@ -175,10 +188,26 @@ fl_wait_comp() {
   done
 }
 
-# Run a command in the node's network namespace (host mount namespace kept).
-fl_in_node() { nsenter --net="/run/netns/$FL_NETNS" -- "$@"; }
+# Run a command on the node: in its network namespace (host mount namespace kept), or in the VM
+# (over ssh from the host; directly inside it).
+fl_in_node() {
+  if [ "$FL_IN_VM" = 1 ]; then
+    "$@"
+  elif [ "$FL_VM" = 1 ]; then
+    fl_vm_ssh "$@"
+  else
+    nsenter --net="/run/netns/$FL_NETNS" -- "$@"
+  fi
+}
 
-fl_ctr() { ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"; }
+# ctr of the node's containerd (from the host of a VM node: over ssh, stdin passed on).
+fl_ctr() {
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    fl_vm_ssh ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
+  else
+    ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
+  fi
+}
 
 fl_kubectl() { "$FL_BIN/kubectl" --kubeconfig "$FL_KUBECONFIG" "$@"; }
 
@@ -204,5 +233,6 @@ fl_comp_health() {
     kube-scheduler) fl_health_scheduler ;;
     containerd) fl_health_containerd ;;
     kubelet) fl_health_kubelet ;;
+    vm) fl_health_vm ;;
   esac
 }

@@ -150,7 +150,7 @@ impl DiskFull {
     /// Import an image of one layer of `mib` MiB of random data into the node's containerd (which stores
     /// the blob and unpacks it), streamed from here into `ctr images import -`.
     pub fn import(ctx: &Ctx, image: &str, mib: u64) -> Cmd {
-        let config = ImageConfig { reference: image.into(), arch: crate::image::host_arch().into(), created_by: "faultlab disk-full".into(), ..Default::default() };
+        let config = ImageConfig { reference: image.into(), arch: ctx.node.profile.arch().into(), created_by: "faultlab disk-full".into(), ..Default::default() };
         let stream = ImageStream { config, path: "srv/release.bin".into(), size: mib << 20 };
         ctx.node.profile.ctr(["images", "import", "-"]).stdin_image(stream).timeout(Duration::from_secs(300))
     }

@@ -155,6 +155,10 @@ pub struct NodeProfile {
     /// How to reach the node by ssh (a VM, a machine of your own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh: Option<SshAccess>,
+    /// The node's CPU architecture as Go and OCI name it (`amd64`, `arm64`); absent: this machine's
+    /// (kind's nodes and the test bed's own node share the host's CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
     /// The node's address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
@@ -186,6 +190,14 @@ impl NodeProfile {
             (None, Some(netns), _) => Some(NodeAccess::Netns { netns: netns.clone() }),
             (None, None, Some(ssh)) => Some(NodeAccess::Ssh(ssh.clone())),
             (None, None, None) => None,
+        }
+    }
+
+    /// The node's CPU architecture: what images made for it must say.
+    pub fn arch(&self) -> &str {
+        match &self.arch {
+            Some(arch) => arch,
+            None => crate::image::host_arch(),
         }
     }
 

@@ -415,6 +415,7 @@ impl Kind {
             netns: None,
             container: Some(container.to_string()),
             ssh: None,
+            arch: None,
             address: None,
             gateway: None,
             gateway_device: Some("eth0".into()),

@@ -1,0 +1,321 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
+# ci/testbed/lib.sh, part: the node in an emulated VM (`up --arch arm64`): its image, QEMU's command line,
+# ssh to it, and bringing containerd and the kubelet up in it.
+# Sourced by ci/testbed/lib.sh only.
+#
+# The control plane stays on the host; only the node (containerd, the kubelet, the pods) runs in the VM,
+# under QEMU's full-system emulation (TCG): a mixed-architecture cluster, as real clusters with arm64
+# workers are. The VM's disk is an overlay on a cached, read-only base image, thrown away by down.
+#
+# The image is made on the host without running any arm64 program: mmdebstrap unpacks Debian's arm64
+# packages (variant extract: no maintainer scripts, so no binfmt_misc registration), and the few things
+# those scripts would have done are written here (users, alternatives' links, module index, keys). The
+# VM boots Debian's arm64 kernel with a small busybox initramfs (ci/testbed/vm/initramfs-init) into
+# busybox init (ci/testbed/vm/inittab, ci/testbed/vm/boot), which starts sshd. ci/testbed/up then
+# copies the test bed's scripts and configuration in and starts containerd and the kubelet with the
+# same functions as on the host's node (ci/testbed/node inside the VM).
+
+# ------------------------------------------------------------- settings -----
+FL_VM_QEMU=/usr/bin/qemu-system-aarch64
+# Fixed CPU model, count and memory, so that runs compare.
+FL_VM_CPU=cortex-a57
+FL_VM_SMP=2
+FL_VM_MEM_MIB=3072
+FL_VM_DISK_GIB=6
+FL_VM_SSH_PORT=22622
+FL_VM_SUITE=bookworm
+FL_VM_KERNEL_FLAVOUR=arm64
+# The node's packages (Debian bookworm, arm64). No etcd: the control plane runs on the host.
+FL_VM_PACKAGES=(linux-image-arm64 busybox-static containerd runc containernetworking-plugins iptables
+  iproute2 kmod util-linux mount procps openssh-server bash coreutils e2fsprogs curl dash sed grep gawk
+  findutils tar gzip diffutils libc-bin passwd login base-files base-passwd ncurses-base)
+# What the host needs to build and run the VM, and to cross-build for arm64.
+FL_VM_HOST_PACKAGES=(qemu-system-arm qemu-utils mmdebstrap openssh-client cpio gcc-aarch64-linux-gnu
+  libc6-dev-arm64-cross arch-test)
+# Modules the initramfs loads to reach the root disk, in order (crc32c_generic is ext4's soft dependency).
+FL_VM_INITRD_MODULES=(virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk crc16 mbcache jbd2
+  crc32c_generic ext4)
+
+FL_VM_CACHE=$FL_CACHE/vm-$FL_NODE_ARCH  # base images by input hash, and the ssh client key
+FL_VM_STATE=$FL_LIB/vm                   # the running VM's disk overlay, the image it boots
+FL_VM_KEY=$FL_VM_CACHE/id_ed25519
+FL_VM_KNOWN_HOSTS=$FL_VM_CACHE/known_hosts
+# Where the test bed's scripts live inside the VM (ci/testbed/node runs from there).
+FL_VM_REPO=/opt/faultlab
+FL_VM_TESTBED_DIR=$FL_VM_REPO/ci/testbed
+# The harness takes this many times longer for its own waits on an emulated node (setup waits, settle
+# times); the kubelet's backoffs and the scenarios' documented deadlines are not scaled.
+FL_VM_TIME_FACTOR=4
+FL_TIME_FACTOR=1
+[ "$FL_VM" = 0 ] || FL_TIME_FACTOR=$FL_VM_TIME_FACTOR
+
+# ------------------------------------------------------------------ ssh -----
+# fl_vm_ssh_argv: the ssh command line (without the remote command) into FL_VM_SSH_ARGV.
+fl_vm_ssh_argv() {
+  FL_VM_SSH_ARGV=(ssh -T -o BatchMode=yes -o ConnectTimeout=15 -o ServerAliveInterval=15
+    -o "UserKnownHostsFile=$FL_VM_KNOWN_HOSTS" -o StrictHostKeyChecking=yes -o LogLevel=ERROR
+    -i "$FL_VM_KEY" -p "$FL_VM_SSH_PORT" root@127.0.0.1)
+}
+
+# fl_vm_ssh <argv...>: run argv in the VM (words quoted for the remote shell); stdin is passed on.
+fl_vm_ssh() {
+  fl_vm_ssh_argv
+  local line
+  line=$(printf '%q ' "$@")
+  "${FL_VM_SSH_ARGV[@]}" -- "$line"
+}
+
+fl_health_vm() { fl_vm_ssh true </dev/null; }
+
+# The node's CRI client built for ARCH (the host's own build, or a cross build).
+fl_faultlab_cri_for() {
+  if [ "$1" = "$(fl_host_arch)" ]; then
+    fl_faultlab_bin faultlab-cri
+  elif [ "$1" = arm64 ]; then
+    fl_faultlab_cri_arm64
+  else
+    die "no cross build of faultlab-cri for $1"
+  fi
+}
+
+# ---------------------------------------------------------------- image -----
+# The Debian mirror apt uses for bookworm on this host.
+fl_debian_mirror() {
+  local uri
+  # shellcheck disable=SC2016
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt"
+  printf '%s\n' "${uri%/}"
+}
+
+fl_vm_install_host_packages() {
+  local p missing=()
+  for p in "${FL_VM_HOST_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    fl_apt_update_once
+    log "apt-get install ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+    log "rustup target add aarch64-unknown-linux-gnu"
+    rustup target add aarch64-unknown-linux-gnu >&2
+  fi
+}
+
+# Hash of what the image is made of: packages, suite, the VM's files, this file, the node's programs.
+fl_vm_image_hash() { # <kubelet> <cri-client>
+  {
+    printf '%s\n' "$FL_VM_SUITE" "$FL_NODE_ARCH" "${FL_VM_PACKAGES[@]}" "$FL_VM_DISK_GIB"
+    (cd "$FL_TESTBED_DIR/vm" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    sha256sum "$FL_TESTBED_DIR/lib/vm.sh" "$1" "$2" | cut -c1-64
+  } | sha256sum | cut -c1-64
+}
+
+# fl_vm_configure_root <root> <kubelet> <cri-client>: what the packages' maintainer scripts, systemd and
+# an installer would have done, done from the host on the unpacked tree.
+fl_vm_configure_root() {
+  local root=$1 kubelet=$2 cri=$3 kver
+  kver=$(find "$root/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n 1)
+  [ -n "$kver" ] || die "the VM's root file system has no kernel modules ($root/lib/modules)"
+  # Users and groups (base-passwd's postinst), plus sshd's privilege separation user.
+  cp "$root/usr/share/base-passwd/passwd.master" "$root/etc/passwd"
+  cp "$root/usr/share/base-passwd/group.master" "$root/etc/group"
+  printf 'sshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n' >>"$root/etc/passwd"
+  awk -F: '{print $1 ":*:19000:0:99999:7:::"}' "$root/etc/passwd" >"$root/etc/shadow"
+  awk -F: '{print $1 ":*::"}' "$root/etc/group" >"$root/etc/gshadow"
+  chmod 0640 "$root/etc/shadow" "$root/etc/gshadow"
+  # Alternatives' links (update-alternatives in the postinsts): awk and the nft iptables.
+  ln -sfn gawk "$root/usr/bin/awk"
+  local t
+  for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+    ln -sfn xtables-nft-multi "$root/usr/sbin/$t"
+  done
+  # The kernel's module index (depmod reads the tree; it runs no arm64 code).
+  depmod -b "$root" "$kver"
+  # Keys: the VM's host key, and the key the host logs in with (kept in the cache, never in the image).
+  mkdir -p "$root/etc/ssh" "$root/root/.ssh"
+  rm -f "$root"/etc/ssh/ssh_host_*
+  ssh-keygen -q -t ed25519 -N '' -C faultlab-vm -f "$root/etc/ssh/ssh_host_ed25519_key"
+  if [ ! -s "$FL_VM_KEY" ]; then
+    ssh-keygen -q -t ed25519 -N '' -C faultlab-testbed -f "$FL_VM_KEY"
+  fi
+  install -m 0600 "$FL_VM_KEY.pub" "$root/root/.ssh/authorized_keys"
+  chmod 0700 "$root/root/.ssh"
+  install -m 0644 "$FL_TESTBED_DIR/vm/sshd_config" "$root/etc/ssh/sshd_config"
+  # Boot: busybox init runs the boot script.
+  mkdir -p "$root/etc/faultlab"
+  install -m 0644 "$FL_TESTBED_DIR/vm/inittab" "$root/etc/inittab"
+  install -m 0755 "$FL_TESTBED_DIR/vm/boot" "$root/etc/faultlab/boot"
+  # shellcheck disable=SC2153  # FL_VM_IP and the others are lib.sh's
+  cat >"$root/etc/faultlab/vm.env" <<EOF
+FL_VM_HOSTNAME=$FL_NODE
+FL_VM_IP=$FL_VM_IP
+FL_VM_PREFIX=$FL_VM_PREFIX
+FL_VM_GATEWAY=$FL_VM_HOST_ALIAS
+FL_VM_DNS=$FL_VM_DNS
+EOF
+  printf 'faultlab test bed node (ci/testbed/lib/vm.sh)\n' >"$root$FL_VM_MARKER"
+  printf '%s\n' "$FL_NODE" >"$root/etc/hostname"
+  printf '127.0.0.1 localhost\n%s %s\n' "$FL_VM_IP" "$FL_NODE" >"$root/etc/hosts"
+  # QEMU's DNS address, which the boot script makes unreachable: lookups fail at once, as on the
+  # host's node, whose resolv.conf names the host's name servers behind unreachable routes (the same
+  # "connect: no route to host" in events; with no name server at all, Go's resolver asks [::1]:53).
+  printf '# faultlab: unreachable on purpose (ci/testbed/vm/boot)\nnameserver %s\n' "$FL_VM_DNS" >"$root/etc/resolv.conf"
+  # The node's programs at the paths the host's scripts use.
+  install -D -m 0755 "$kubelet" "$root$FL_BIN/kubelet"
+  install -D -m 0755 "$cri" "$root$FL_CRI_BIN"
+  # A debug build carries about 200 MB of debug information the node does not need.
+  aarch64-linux-gnu-strip "$root$FL_CRI_BIN" || die "aarch64-linux-gnu-strip $root$FL_CRI_BIN failed"
+  # Directories the scripts expect.
+  mkdir -p "$root/var/log" "$root/var/lib" "$root/run" "$root/tmp" "$root$FL_VM_REPO"
+  chmod 1777 "$root/tmp"
+}
+
+# fl_vm_initrd <root> <out>: the initramfs: busybox, /init and the modules that reach the root disk.
+fl_vm_initrd() {
+  local root=$1 out=$2 kver work m path
+  kver=$(find "$root/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n 1)
+  work=$(mktemp -d)
+  mkdir -p "$work/bin" "$work/modules"
+  install -m 0755 "$root/bin/busybox" "$work/bin/busybox"
+  install -m 0755 "$FL_TESTBED_DIR/vm/initramfs-init" "$work/init"
+  : >"$work/modules/order"
+  for m in "${FL_VM_INITRD_MODULES[@]}"; do
+    path=$(awk -F: -v m="$m" '{n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n)} n == m {print $1; exit}' \
+      "$root/lib/modules/$kver/modules.dep")
+    [ -n "$path" ] || die "module $m not found in $root/lib/modules/$kver/modules.dep"
+    cp "$root/lib/modules/$kver/$path" "$work/modules/"
+    basename "$path" >>"$work/modules/order"
+  done
+  (cd "$work" && find . -print0 | LC_ALL=C sort -z | cpio --quiet --null -o -H newc --owner 0:0) | gzip -n -1 >"$out"
+  rm -rf "$work"
+}
+
+# fl_vm_image: build (or reuse) the VM's base image; sets FL_VM_IMAGE to its directory (rootfs.ext4,
+# vmlinuz, initrd.gz). Needs the node's kubelet ($FL_BIN_NODE/kubelet) and CRI client built.
+fl_vm_image() {
+  local kubelet=$FL_BIN_NODE/kubelet cri hash dir
+  [ -x "$kubelet" ] || die "no $FL_NODE_ARCH kubelet at $kubelet (ci/testbed/build --arch $FL_NODE_ARCH)"
+  cri=$(fl_faultlab_cri_for "$FL_NODE_ARCH")
+  mkdir -p "$FL_VM_CACHE"
+  hash=$(fl_vm_image_hash "$kubelet" "$cri")
+  dir=$FL_VM_CACHE/$hash
+  FL_VM_IMAGE=$dir
+  FL_ARM64_BUSYBOX=$dir/busybox
+  export FL_ARM64_BUSYBOX
+  if [ -s "$dir/rootfs.ext4" ] && [ -s "$dir/vmlinuz" ] && [ -s "$dir/initrd.gz" ] && [ -s "$dir/busybox" ] &&
+    [ -s "$FL_VM_KNOWN_HOSTS.$hash" ]; then
+    return 0
+  fi
+  local t0=$SECONDS work mirror
+  mirror=$(fl_debian_mirror)
+  work=$(mktemp -d "$FL_VM_CACHE/.build.XXXXXX")
+  log "building the $FL_NODE_ARCH VM image (Debian $FL_VM_SUITE from $mirror) in $work"
+  mmdebstrap --quiet --variant=extract --architectures="$FL_NODE_ARCH" \
+    --include="$(IFS=,; printf '%s' "${FL_VM_PACKAGES[*]}")" "$FL_VM_SUITE" "$work/root" "$mirror" \
+    >"$work/mmdebstrap.log" 2>&1 || { tail -n 20 "$work/mmdebstrap.log" >&2; die "mmdebstrap of the VM's root file system failed (log: $work/mmdebstrap.log)"; }
+  log "unpacked $(du -sm "$work/root" | cut -f1) MiB of packages in $((SECONDS - t0)) s"
+  fl_vm_configure_root "$work/root" "$kubelet" "$cri"
+  local vmlinuz
+  vmlinuz=$(find "$work/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n 1)
+  [ -n "$vmlinuz" ] || die "no kernel in the VM's root file system ($work/root/boot)"
+  cp "$vmlinuz" "$work/vmlinuz"
+  fl_vm_initrd "$work/root" "$work/initrd.gz"
+  # Debian's busybox for the node's architecture: the test bed's images are made of it (FL_ARM64_BUSYBOX).
+  cp "$work/root/bin/busybox" "$work/busybox"
+  printf '[127.0.0.1]:%s %s\n' "$FL_VM_SSH_PORT" "$(cut -d' ' -f1,2 "$work/root/etc/ssh/ssh_host_ed25519_key.pub")" >"$work/known_hosts"
+  truncate -s "${FL_VM_DISK_GIB}G" "$work/rootfs.ext4"
+  mkfs.ext4 -q -F -L faultlab-vm -d "$work/root" "$work/rootfs.ext4" || die "mkfs.ext4 -d of the VM's root file system failed"
+  rm -rf "$work/root"
+  mkdir -p "$dir"
+  mv "$work/rootfs.ext4" "$work/vmlinuz" "$work/initrd.gz" "$work/busybox" "$dir/"
+  mv "$work/known_hosts" "$FL_VM_KNOWN_HOSTS.$hash"
+  rm -rf "$work"
+  # Drop older images.
+  find "$FL_VM_CACHE" -mindepth 1 -maxdepth 1 -type d ! -name "$hash" ! -name '.build.*' -exec rm -rf {} +
+  find "$FL_VM_CACHE" -maxdepth 1 -name 'known_hosts.*' ! -name "known_hosts.$hash" -delete
+  log "VM image $dir built in $((SECONDS - t0)) s ($(du -sm "$dir" | cut -f1) MiB on disk)"
+}
+
+# ----------------------------------------------------------------- qemu -----
+# fl_vm_qemu_argv: QEMU's command line into FL_VM_QEMU_ARGV (the disk is the running VM's overlay).
+fl_vm_qemu_argv() {
+  # shellcheck disable=SC2054  # QEMU option values hold commas
+  FL_VM_QEMU_ARGV=("$FL_VM_QEMU" -name "$FL_NODE" -M virt -cpu "$FL_VM_CPU" -smp "$FL_VM_SMP"
+    -accel "tcg,thread=multi" -m "$FL_VM_MEM_MIB" -nographic -no-reboot
+    -kernel "$FL_VM_STATE/vmlinuz" -initrd "$FL_VM_STATE/initrd.gz"
+    -append "console=ttyAMA0 root=/dev/vda rw panic=-1"
+    -drive "file=$FL_VM_STATE/disk.qcow2,format=qcow2,if=virtio"
+    -netdev "user,id=n0,net=$FL_VM_NET,host=$FL_VM_HOST_ALIAS,dns=$FL_VM_DNS,hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-:22"
+    -device virtio-net-pci,netdev=n0,romfile=)
+}
+
+# The running VM's disk: a fresh overlay on the base image, and the image's kernel, initrd and host key.
+fl_vm_prepare_state() {
+  mkdir -p "$FL_VM_STATE"
+  if [ ! -s "$FL_VM_STATE/disk.qcow2" ] || [ "$(cat "$FL_VM_STATE/image" 2>/dev/null)" != "$FL_VM_IMAGE" ]; then
+    rm -f "$FL_VM_STATE/disk.qcow2"
+    qemu-img create -q -f qcow2 -b "$FL_VM_IMAGE/rootfs.ext4" -F raw "$FL_VM_STATE/disk.qcow2" >/dev/null
+    cp "$FL_VM_IMAGE/vmlinuz" "$FL_VM_IMAGE/initrd.gz" "$FL_VM_STATE/"
+    printf '%s\n' "$FL_VM_IMAGE" >"$FL_VM_STATE/image"
+  fi
+  cp "$FL_VM_KNOWN_HOSTS.$(basename "$FL_VM_IMAGE")" "$FL_VM_KNOWN_HOSTS"
+}
+
+fl_start_vm() {
+  fl_vm_prepare_state
+  fl_vm_qemu_argv
+  local t0=$SECONDS
+  fl_start vm - "${FL_VM_QEMU_ARGV[@]}"
+  fl_wait_comp vm "${FL_VM_BOOT_TIMEOUT:-300}" fl_health_vm || return 1
+  log "VM $FL_NODE ($FL_NODE_ARCH, $FL_VM_CPU x$FL_VM_SMP, TCG) answers ssh $((SECONDS - t0)) s after start"
+}
+
+# ------------------------------------------------------- node in the VM -----
+# Copy the test bed's scripts and the node's configuration (certificates, kubeconfig, containerd,
+# CNI and kubelet configuration) into the VM.
+fl_vm_push_config() {
+  local repo
+  repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
+  tar -C "$repo" -c ci/testbed | fl_vm_ssh sh -c "rm -rf $FL_VM_TESTBED_DIR && mkdir -p $FL_VM_REPO && tar -C $FL_VM_REPO -x"
+  printf '%s\n' "$FL_BIN" >"$FL_TB/bin-dir"
+  # The node's files of $FL_TB: everything but the control plane's kubeconfigs and the CA's key.
+  tar -C / -c --exclude="${FL_TB#/}/pki/ca.key" --exclude="${FL_TB#/}/pki/sa.key" \
+    --exclude="${FL_TB#/}/pki/front-proxy-ca.key" --exclude="${FL_TB#/}/*.kubeconfig" \
+    --exclude="${FL_TB#/}/kubeconfig" --exclude="${FL_TB#/}/testbed.yaml" --exclude="${FL_TB#/}/bin" \
+    "${FL_TB#/}" | fl_vm_ssh tar -C / -x
+}
+
+# The node's part of up, in the VM: containerd's disk, containerd, the images, the node package, the
+# kubelet. Restarts containerd or the kubelet when their configuration changed (FL_CHANGED_*).
+fl_vm_node_up() {
+  fl_vm_push_config
+  fl_vm_ssh "$FL_VM_TESTBED_DIR/node" prepare </dev/null || die "preparing the node in the VM failed"
+  local comp
+  for comp in containerd kubelet; do
+    if { [ "$comp" = containerd ] && [ "$FL_CHANGED_CONTAINERD" = 1 ]; } ||
+      { [ "$comp" = kubelet ] && [ "$FL_CHANGED_KUBELET" = 1 ]; }; then
+      fl_vm_ssh "$FL_VM_TESTBED_DIR/node" stop "$comp" </dev/null || true
+    fi
+    if [ "$comp" = kubelet ]; then
+      fl_import_images
+      fl_write_node_package
+    fi
+    fl_vm_ssh env FL_KUBELET_TIMEOUT=240 FL_CONTAINERD_TIMEOUT=120 "$FL_VM_TESTBED_DIR/node" start "$comp" </dev/null ||
+      die "$comp did not come up in the VM (log in the VM: $(fl_log_file "$comp"))"
+  done
+}
+
+# The node's logs, from the VM to the same files on the host (for CI's artefacts and failures).
+fl_vm_fetch_logs() {
+  local comp
+  mkdir -p "$FL_LOG"
+  for comp in containerd kubelet; do
+    # shellcheck disable=SC2094  # the same path, but the VM's file is read and the host's written
+    fl_vm_ssh cat "$(fl_log_file "$comp")" </dev/null >"$(fl_log_file "$comp")" 2>/dev/null || true
+  done
+}
