@@ -294,6 +294,9 @@ impl Normaliser {
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>"),
             (r"/new-\d+", "/new-<n>"),
             (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d+\b", "<ip>:<port>"),
+            // IPv6 with a port, as Go writes it (`[::1]:53`, `[fd00::1]:56359`; seen on a node without a
+            // name server, whose resolver falls back to [::1]:53 from a random local port).
+            (r"\[[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]:\d+\b", "<ip>:<port>"),
             (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b", "<ip>"),
             (r"\b\d+(\.\d+)?(ms|s|m|h)(\d+(\.\d+)?(ms|s|m))*\b", "<duration>"),
             (r"\bpid[ =]\d+", "pid <n>"),
@@ -430,6 +433,12 @@ mod tests {
                 r#"Error: failed to reserve container name "worker_web-0_<namespace>_<uid>_1": name "worker_web-0_<namespace>_<uid>_1" is reserved for "<id>""#,
             ),
             ("Back-off 1m20s restarting failed container", "Back-off <duration> restarting failed container"),
+            (
+                "dial tcp: lookup faultlab.invalid on [::1]:53: read udp [::1]:56359->[::1]:53: read: connection refused",
+                "dial tcp: lookup faultlab.invalid on <ip>:<port>: read udp <ip>:<port>-><ip>:<port>: read: connection refused",
+            ),
+            // Brackets that are not an address stay.
+            ("mkdir /x/new-<n>[/fs]: no space left on device", "mkdir /x/new-<n>[/fs]: no space left on device"),
             // A random suffix that reads as a duration is still a name.
             ("Created pod: web-6d4cf56db6-2m45s", "Created pod: web-<hash>-<id>"),
             ("pod web-2m45s in 2m45s", "pod web-<id> in <duration>"),
