@@ -79,11 +79,15 @@ if [ "$FL_VM" = 1 ]; then
   FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
   FL_NODE_DEVICE=eth0
 fi
-# Pods live only inside the node's network namespace.
-FL_POD_CIDR=10.244.0.0/24
-FL_POD_GW=10.244.0.1
-FL_SERVICE_CIDR=10.96.0.0/12
-FL_SERVICE_IP=10.96.0.1
+# Pods live only inside the node's network namespace. Like every address the test bed makes, the pod
+# and service ranges are in 198.18.0.0/15 (benchmarking, never a private range): the pods' bridge is
+# the node's, the service range only an apiserver setting (kind's clusters take 198.19.0.0/17 and
+# 198.19.128.0/20).
+FL_POD_CIDR=198.19.160.0/24
+FL_POD_GW=198.19.160.1
+FL_SERVICE_CIDR=198.19.176.0/20
+FL_SERVICE_IP=198.19.176.1
+FL_CLUSTER_DNS=198.19.176.10
 FL_APISERVER_PORT=6443
 
 FL_ETCD_DATA=$FL_LIB/etcd

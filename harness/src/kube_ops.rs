@@ -2,7 +2,7 @@
 //! plan, answered from a script.
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::Client;
 use serde::de::DeserializeOwned;
@@ -68,6 +68,8 @@ const CLUSTER_SCOPED: &[&str] = &["Namespace", "Node", "PersistentVolume", "Stor
 pub trait ApiBackend: Send + Sync {
     async fn create(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject) -> Result<(), KubeError>;
     async fn delete(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError>;
+    /// Change `name` by a strategic merge patch (as `kubectl patch` does by default).
+    async fn patch(&self, ar: &ApiResource, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError>;
     /// Delete the pods of `ns` that `selector` selects.
     async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError>;
     async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError>;
@@ -102,6 +104,14 @@ impl ApiBackend for Client {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(source) => Err(KubeError::Call { verb: "delete", what: format!("{} {name}", ar.kind).into(), source }),
         }
+    }
+
+    async fn patch(&self, ar: &ApiResource, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError> {
+        dynamic_api(self, ar, ns)
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::Call { verb: "patch", what: format!("{} {name}", ar.kind).into(), source })
     }
 
     async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError> {
@@ -155,6 +165,10 @@ impl ApiBackend for Scripted {
     }
 
     async fn delete(&self, _: &ApiResource, _: Option<&str>, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn patch(&self, _: &ApiResource, _: Option<&str>, _: &str, _: &serde_json::Value) -> Result<(), KubeError> {
         Ok(())
     }
 
@@ -273,6 +287,13 @@ impl Kube {
         guard_delete(ar, ns, name)?;
         self.note(format!("DELETE {}", path(ar, ns, Some(name))));
         self.api.delete(ar, ns, name).await
+    }
+
+    /// Change an object by a strategic merge patch; the record shows the patch.
+    pub async fn patch_object(&self, api_version: &str, kind: &str, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError> {
+        let ar = resource(api_version, kind);
+        self.note(format!("PATCH {} {patch}", path(&ar, ns, Some(name))));
+        self.api.patch(&ar, ns, name, patch).await
     }
 
     /// Delete the pods matching `selector`, so that their controller makes new ones. An empty or

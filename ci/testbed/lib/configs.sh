@@ -100,7 +100,7 @@ clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 # No DNS add-on runs here and no pod resolves names, but without a cluster DNS address the kubelet
 # warns MissingClusterDNS for every pod it starts, which would litter every scenario's events.
-clusterDNS: [10.96.0.10]
+clusterDNS: [$FL_CLUSTER_DNS]
 clusterDomain: cluster.local
 volumePluginDir: $FL_KUBELET_ROOT/volume-plugins
 serializeImagePulls: false

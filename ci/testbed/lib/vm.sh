@@ -91,15 +91,23 @@ fl_debian_mirror() {
 }
 
 fl_vm_install_host_packages() {
-  local p missing=()
-  for p in "${FL_VM_HOST_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [ "${#missing[@]}" -gt 0 ]; then
+  local p missing pass
+  # Twice: installing one package may remove another that was there (a machine with a newer
+  # qemu-utils from backports loses it when Debian's qemu-system-arm comes in, whose qemu-system-common
+  # breaks it), and the second pass installs it again, from the same release as the rest.
+  for pass in 1 2; do
+    missing=()
+    for p in "${FL_VM_HOST_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    [ "${#missing[@]}" -gt 0 ] || break
     fl_apt_update_once
-    log "apt-get install ${missing[*]}"
+    log "apt-get install ${missing[*]} (pass $pass)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  done
+  for p in qemu-img qemu-system-aarch64 mmdebstrap cpio ssh aarch64-linux-gnu-gcc; do
+    command -v "$p" >/dev/null 2>&1 || die "$p is missing after installing ${FL_VM_HOST_PACKAGES[*]}"
+  done
   if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
     log "rustup target add aarch64-unknown-linux-gnu"
     rustup target add aarch64-unknown-linux-gnu >&2

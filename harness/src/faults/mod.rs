@@ -24,12 +24,14 @@ use crate::record::{Channel, Recorder};
 use crate::gates::Target;
 use crate::vars::Vars;
 
+pub mod cni_broken;
 pub mod configmap_missing;
 pub mod cpu_count;
 pub mod default_route;
 pub mod disk_full;
 pub mod duplicate_container;
 pub mod inotify_limit;
+pub mod memory_limit_unit;
 pub mod pause_missing;
 pub mod steps;
 pub mod storageclass_missing;
@@ -370,12 +372,14 @@ macro_rules! faults {
 }
 
 faults! {
+    "cni-broken" => CniBroken(cni_broken::CniBroken),
     "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
     "cpu-count" => CpuCount(cpu_count::CpuCount),
     "default-route" => DefaultRoute(default_route::DefaultRoute),
     "disk-full" => DiskFull(disk_full::DiskFull),
     "duplicate-container" => DuplicateContainer(duplicate_container::DuplicateContainer),
     "inotify-limit" => InotifyLimit(inotify_limit::InotifyLimit),
+    "memory-limit-unit" => MemoryLimitUnit(memory_limit_unit::MemoryLimitUnit),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
     "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),
 }

@@ -1,0 +1,448 @@
+//! cni-broken: the node's pod network cannot give a new pod an address: every address of the CNI
+//! network's range is held by a reservation of a container that no longer exists (leaked addresses).
+//!
+//! Source: imroc's Kubernetes troubleshooting guide, "Pod 一直处于 ContainerCreating 或 Waiting 状态",
+//! "CNI 网络错误": 无法配置 Pod 网络 / 无法分配 Pod IP (the pod network cannot be set up, no pod IP can be
+//! allocated); check the network plugin's configuration and state. Symptom: FailedCreatePodSandBox
+//! `failed to setup network for sandbox ... no IP addresses available in range set`. Fix: release the
+//! addresses reserved for containers that are gone, and let the kubelet retry.
+//!
+//! How: the fault reads where containerd's CRI plugin takes its CNI configuration from (containerd's
+//! config, `conf_dir`), the network that configuration names and its `host-local` address range, then
+//! writes a reservation, as host-local writes them (one file per address, named by the address, holding
+//! a container ID), for every free address and for the target pod's own, with an ID no container has:
+//! when the pod is deleted its network teardown finds no reservation of its own to release, so its
+//! address stays taken too, exactly as a leak happens. The undo (journalled first) removes every
+//! reservation with that ID. Nothing else of the node changes: the CNI configuration stays as it is.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Ctx, Fault, FaultError, Fix, Presence, Probe};
+use crate::cmd::{Cmd, Output};
+use crate::node::NodeProfile;
+
+/// The container ID of the leaked reservations: no container has it, and the undo finds them by it.
+pub const LEAK_ID: &str = "faultlab-leaked-address";
+
+/// containerd's default CNI configuration directory (when its config does not set `conf_dir`).
+pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
+
+/// host-local's default data directory (when the network's `ipam.dataDir` is not set).
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
+
+/// Where the test bed's network keeps them (its `ipam.dataDir`), for the footprint.
+pub const TESTBED_DATA_DIR: &str = "/var/lib/faultlab/cni/networks";
+
+/// The most addresses the fault will reserve: a range larger than this is not a node's pod range.
+pub const MAX_ADDRESSES: usize = 4096;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CniBroken {}
+
+/// The document's fix, step by step (scenario files name them in `fix[].step`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    ReleaseLeakedAddresses,
+}
+
+/// The CNI network whose addresses the fault takes, as the journal keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Network {
+    /// The configuration file containerd uses.
+    pub file: String,
+    pub name: String,
+    /// host-local's reservations of this network: `<dataDir>/<name>`.
+    pub reservations: String,
+    /// Every address host-local may give out, in order.
+    pub addresses: Vec<Ipv4Addr>,
+    /// The range in words (`198.19.160.1-198.19.160.254`).
+    pub range: String,
+}
+
+/// containerd's CNI configuration directory, from its config file (version 2).
+pub fn conf_dir(config: &str) -> Result<String, String> {
+    let table: toml::Table = config.parse().map_err(|e| format!("containerd's config is not TOML: {e}"))?;
+    let dir = table
+        .get("plugins")
+        .and_then(|p| p.get("io.containerd.grpc.v1.cri"))
+        .and_then(|c| c.get("cni"))
+        .and_then(|c| c.get("conf_dir"));
+    match dir {
+        None => Ok(DEFAULT_CONF_DIR.into()),
+        Some(toml::Value::String(d)) if d.starts_with('/') => Ok(d.clone()),
+        Some(other) => Err(format!("containerd's cni conf_dir is {other:?}, not an absolute path")),
+    }
+}
+
+/// The file containerd loads from a `ls -1` of the configuration directory: the first, by name, of
+/// those ending in .conf, .conflist or .json (as libcni orders them).
+pub fn first_conf(listing: &str) -> Option<String> {
+    let mut files: Vec<&str> = listing.lines().map(str::trim).filter(|f| [".conf", ".conflist", ".json"].iter().any(|e| f.ends_with(e))).collect();
+    files.sort_unstable();
+    files.first().map(|f| f.to_string())
+}
+
+/// The network a CNI configuration (a .conflist, or a single plugin's .conf) names, with the addresses
+/// of its host-local IPv4 range.
+pub fn network(file: &str, text: &str) -> Result<Network, String> {
+    let conf: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{file} is not JSON: {e}"))?;
+    let name = conf["name"].as_str().filter(|n| !n.is_empty()).ok_or_else(|| format!("{file} names no network"))?;
+    let plugins: Vec<&serde_json::Value> = match conf["plugins"].as_array() {
+        Some(list) => list.iter().collect(),
+        None => vec![&conf],
+    };
+    let ipam = plugins
+        .iter()
+        .map(|p| &p["ipam"])
+        .find(|i| i["type"] == "host-local")
+        .ok_or_else(|| format!("network {name} of {file} has no host-local address management (the fault takes host-local's addresses)"))?;
+    let data_dir = ipam["dataDir"].as_str().unwrap_or(DEFAULT_DATA_DIR).trim_end_matches('/');
+    if !data_dir.starts_with('/') || name.contains('/') {
+        return Err(format!("network {name} of {file}: its reservations {data_dir}/{name} are not an absolute directory"));
+    }
+    // `ranges` is a list of range sets, each a list of ranges; the older form is one range in `ipam`.
+    let ranges: Vec<&serde_json::Value> = match ipam["ranges"].as_array() {
+        Some(sets) => sets.iter().filter_map(|s| s.as_array()).flatten().collect(),
+        None => vec![ipam],
+    };
+    let mut addresses = Vec::new();
+    let mut words = Vec::new();
+    for r in ranges {
+        let Some(subnet) = r["subnet"].as_str() else { continue };
+        let Some((base, prefix)) = parse_v4_subnet(subnet) else { continue };
+        let (first, last) = host_span(base, prefix).ok_or_else(|| format!("subnet {subnet} of network {name} has no host addresses"))?;
+        let start = r["rangeStart"].as_str().and_then(|a| a.parse::<Ipv4Addr>().ok()).map(u32::from).unwrap_or(first);
+        let end = r["rangeEnd"].as_str().and_then(|a| a.parse::<Ipv4Addr>().ok()).map(u32::from).unwrap_or(last);
+        let gateway = r["gateway"].as_str().and_then(|a| a.parse::<Ipv4Addr>().ok()).map(u32::from).unwrap_or(first);
+        if end < start || (end - start) as usize >= MAX_ADDRESSES {
+            return Err(format!("the range {subnet} of network {name} has more than {MAX_ADDRESSES} addresses (or none): not a node's pod range"));
+        }
+        addresses.extend((start..=end).filter(|a| *a != gateway).map(Ipv4Addr::from));
+        words.push(format!("{}-{}", Ipv4Addr::from(start), Ipv4Addr::from(end)));
+    }
+    if addresses.is_empty() {
+        return Err(format!("network {name} of {file} has no IPv4 range"));
+    }
+    if addresses.len() > MAX_ADDRESSES {
+        return Err(format!("network {name} of {file} has {} addresses, more than {MAX_ADDRESSES}", addresses.len()));
+    }
+    Ok(Network { file: file.into(), name: name.into(), reservations: format!("{data_dir}/{name}"), addresses, range: words.join(",") })
+}
+
+fn parse_v4_subnet(subnet: &str) -> Option<(u32, u32)> {
+    let (addr, prefix) = subnet.split_once('/')?;
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let prefix: u32 = prefix.parse().ok().filter(|p| *p <= 32)?;
+    Some((u32::from(addr), prefix))
+}
+
+/// The first and last host address of a subnet (without its network and broadcast addresses).
+fn host_span(base: u32, prefix: u32) -> Option<(u32, u32)> {
+    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+    let network = base & mask;
+    let broadcast = network | !mask;
+    (broadcast - network >= 2).then(|| (network + 1, broadcast - 1))
+}
+
+/// Reservations from the listing script: `ADDRESS CONTAINER-ID` a line (other files are not addresses).
+pub fn reservations(listing: &str) -> Vec<(Ipv4Addr, String)> {
+    listing
+        .lines()
+        .filter_map(|l| {
+            let (addr, id) = l.trim().split_once(' ')?;
+            Some((addr.parse().ok()?, id.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The reservations no live sandbox holds: leaked addresses.
+pub fn leaked(held: &[(Ipv4Addr, String)], live: &BTreeSet<String>) -> Vec<Ipv4Addr> {
+    held.iter().filter(|(_, id)| !live.contains(id)).map(|(a, _)| *a).collect()
+}
+
+/// `sh -c SCRIPT sh ARGS...`: a node script with its arguments as data.
+fn script(text: &str, args: impl IntoIterator<Item = String>) -> Cmd {
+    let mut argv = vec!["sh".to_string(), "-c".into(), text.into(), "sh".into()];
+    argv.extend(args);
+    Cmd::new(argv)
+}
+
+/// Each reservation of `dir` as `ADDRESS CONTAINER-ID` (host-local ends the ID with `\r\n`).
+fn list_reservations(dir: &str) -> Cmd {
+    script(r#"cd -- "$1" 2>/dev/null || exit 0; for f in *; do [ -f "$f" ] && printf '%s %s\n' "$f" "$(head -n 1 -- "$f" | tr -d '\r')"; done; exit 0"#, [dir.to_string()])
+}
+
+/// Remove every reservation of `dir` held by `id`.
+pub fn remove_held_by(dir: &str, id: &str) -> Cmd {
+    script(
+        r#"cd -- "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ] && [ "$(head -n 1 -- "$f" | tr -d '\r')" = "$2" ]; then rm -f -- "$f"; fi; done; exit 0"#,
+        [dir.to_string(), id.to_string()],
+    )
+}
+
+/// Reserve every address given for `id`, as host-local does (`ID\r\nIFNAME`), without touching one
+/// that is reserved already (noclobber: a pod that takes one meanwhile keeps it); prints how many.
+fn reserve_free(dir: &str, id: &str, addresses: &[Ipv4Addr]) -> Cmd {
+    let mut args = vec![dir.to_string(), id.to_string()];
+    args.extend(addresses.iter().map(ToString::to_string));
+    script(
+        r#"mkdir -p -- "$1" && cd -- "$1" || exit 1; id=$2; shift 2; set -C; n=0; for a; do if printf '%s\r\neth0' "$id" 2>/dev/null >"$a"; then n=$((n+1)); fi; done; echo "$n""#,
+        args,
+    )
+}
+
+/// Take over the reservation of `address` (a live pod's) for `id`: its own release will not find it.
+fn take_over(dir: &str, id: &str, address: Ipv4Addr) -> Cmd {
+    script(r#"cd -- "$1" && [ -f "$3" ] && printf '%s\r\neth0' "$2" >"$3""#, [dir.to_string(), id.to_string(), address.to_string()])
+}
+
+#[async_trait]
+impl Fault for CniBroken {
+    // On kind this stays within the node container: host-local's reservations are files under the
+    // node's /var/lib/cni, and containerd's config and CNI configuration are read, never written.
+
+    /// A plan's node: containerd's config empty (so its default CNI directory) holding one bridge network of a /24, no
+    /// reservation yet but the pod's own, and one live sandbox.
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+        vec![
+            ("ls -1 --", Output::ok("10-bridge.conflist\n")),
+            (".conflist", Output::ok(r#"{"name":"pods","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]]}}]}"#)),
+            ("%s %s", Output::ok("198.18.0.2 <sandbox-id>\n")),
+            ("pods -q", Output::ok("<sandbox-id>\n")),
+        ]
+    }
+
+    /// A plan's workload has one pod, with the address 198.18.0.2.
+    fn plan_api_answers(&self, _target: &crate::gates::Target) -> Vec<(String, serde_json::Value)> {
+        vec![("/pods".into(), serde_json::json!([{"metadata": {"name": "<pod>"}, "status": {"podIP": "198.18.0.2"}}]))]
+    }
+
+    /// How many addresses faultlab left reserved, wherever host-local keeps them on a platform.
+    fn footprint(_node: &NodeProfile) -> Vec<Probe> {
+        vec![Probe::new("leaked CNI addresses", format!("grep -rlsx -e '{LEAK_ID}' -e '{LEAK_ID}\r' {DEFAULT_DATA_DIR} {TESTBED_DATA_DIR} 2>/dev/null | wc -l"))]
+    }
+
+    async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let net = self.find_network(ctx, "find-network").await?;
+        ctx.keep("network", &net)?;
+        let pods: Vec<Pod> = ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err("find-pod"))?;
+        let own: Vec<Ipv4Addr> = pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()).collect();
+        ctx.undo_on_node(&format!("release the addresses of network {} reserved for {LEAK_ID}", net.name), remove_held_by(&net.reservations, LEAK_ID))?;
+        ctx.note(format!("reserve every free address of network {} ({}) in {} for a container that does not exist", net.name, net.range, net.reservations));
+        let out = ctx.run("reserve-free-addresses", reserve_free(&net.reservations, LEAK_ID, &net.addresses)).await?;
+        if let Ok(n) = out.stdout.trim().parse::<usize>() {
+            ctx.note(format!("{n} addresses reserved"));
+        }
+        for address in own.into_iter().filter(|a| net.addresses.contains(a)) {
+            ctx.note(format!("take over the pod's own reservation of {address}: when the pod goes, its release finds nothing of its own"));
+            ctx.run("leak-pod-address", take_over(&net.reservations, LEAK_ID, address)).await?;
+        }
+        ctx.note("new pods of this node now get no address: restart the workload");
+        ctx.restart_target("restart-workload").await
+    }
+
+    /// In place while some address is reserved for a container that does not exist and none is free.
+    async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
+        let net = self.network(ctx, "check-addresses").await?;
+        let (held, live) = self.held_and_live(ctx, &net, "check-addresses").await?;
+        let lost = leaked(&held, &live);
+        let taken: BTreeSet<Ipv4Addr> = held.iter().map(|(a, _)| *a).collect();
+        let free = net.addresses.iter().filter(|a| !taken.contains(a)).count();
+        Ok(if free == 0 && !lost.is_empty() {
+            Presence::Present(format!(
+                "all {} addresses of network {} ({}) are reserved, {} of them for containers that no longer exist",
+                net.addresses.len(),
+                net.name,
+                net.range,
+                lost.len()
+            ))
+        } else {
+            Presence::Absent(format!("network {} has {free} free addresses, {} reserved for containers that no longer exist", net.name, lost.len()))
+        })
+    }
+}
+
+impl CniBroken {
+    /// The network containerd's CRI plugin sets pods up with, read from the node.
+    async fn find_network(&self, ctx: &Ctx, step: &str) -> Result<Network, FaultError> {
+        let check = |message: String| FaultError::Check { step: step.into(), message };
+        let config = &ctx.node.profile.containerd.config;
+        let text = ctx.run(step, Cmd::new(["cat", "--", config.as_str()])).await?.stdout;
+        let dir = conf_dir(&text).map_err(|e| check(format!("{config}: {e}")))?;
+        let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
+        let file = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;
+        let path = format!("{dir}/{file}");
+        let conf = ctx.run(step, Cmd::new(["cat", "--", path.as_str()])).await?.stdout;
+        network(&path, &conf).map_err(check)
+    }
+
+    /// The network the fault took (from the journal), or the node's, read again.
+    async fn network(&self, ctx: &Ctx, step: &str) -> Result<Network, FaultError> {
+        match ctx.kept::<Network>("network") {
+            Some(net) => Ok(net),
+            None => self.find_network(ctx, step).await,
+        }
+    }
+
+    /// The network's reservations, and the IDs of the sandboxes the runtime holds.
+    async fn held_and_live(&self, ctx: &Ctx, net: &Network, step: &str) -> Result<(Vec<(Ipv4Addr, String)>, BTreeSet<String>), FaultError> {
+        let held = reservations(&ctx.run(step, list_reservations(&net.reservations)).await?.stdout);
+        let live = ctx.run(step, ctx.node.profile.crictl(["pods", "-q"])).await?.stdout.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+        Ok((held, live))
+    }
+}
+
+#[async_trait]
+impl Fix for CniBroken {
+    type Step = Step;
+
+    /// Releases the reservations no live sandbox holds; with none left, it does nothing (idempotent).
+    async fn fix(&self, which: Step, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = super::steps::Steps::name(which);
+        match which {
+            Step::ReleaseLeakedAddresses => {
+                let net = self.network(ctx, step).await?;
+                let (held, live) = self.held_and_live(ctx, &net, step).await?;
+                let lost = leaked(&held, &live);
+                if lost.is_empty() {
+                    return Ok(());
+                }
+                ctx.note(format!("release {} addresses reserved for containers the runtime does not have", lost.len()));
+                let mut argv = vec!["rm".to_string(), "-f".into(), "--".into()];
+                argv.extend(lost.iter().map(|a| format!("{}/{a}", net.reservations)));
+                ctx.run(step, Cmd::new(argv)).await.map(drop)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::testing::plan_ctx;
+
+    const BRIDGE: &str = r#"{"cniVersion":"0.4.0","name":"faultlab","plugins":[{"type":"bridge","bridge":"cni0",
+        "ipam":{"type":"host-local","dataDir":"/var/lib/faultlab/cni/networks","ranges":[[{"subnet":"198.19.160.0/24","gateway":"198.19.160.1"}]]}},
+        {"type":"portmap","capabilities":{"portMappings":true}}]}"#;
+
+    #[test]
+    fn the_test_beds_network_has_253_addresses_in_its_own_data_dir() {
+        let net = network("/x/10-faultlab.conflist", BRIDGE).unwrap();
+        assert_eq!(net.name, "faultlab");
+        assert_eq!(net.reservations, "/var/lib/faultlab/cni/networks/faultlab");
+        assert_eq!(net.addresses.len(), 253);
+        assert_eq!(net.addresses.first(), Some(&Ipv4Addr::new(198, 19, 160, 2)));
+        assert_eq!(net.addresses.last(), Some(&Ipv4Addr::new(198, 19, 160, 254)));
+        assert_eq!(net.range, "198.19.160.1-198.19.160.254");
+    }
+
+    #[test]
+    fn a_single_plugin_conf_with_the_old_range_and_default_data_dir() {
+        let conf = r#"{"name":"net","type":"ptp","ipam":{"type":"host-local","subnet":"198.18.5.0/29","rangeStart":"198.18.5.3"}}"#;
+        let net = network("a.conf", conf).unwrap();
+        assert_eq!(net.reservations, "/var/lib/cni/networks/net");
+        // .3 to .6: the gateway (.1 by default) is outside the range anyway.
+        assert_eq!(net.addresses, ["198.18.5.3", "198.18.5.4", "198.18.5.5", "198.18.5.6"].map(|a| a.parse::<Ipv4Addr>().unwrap()));
+    }
+
+    #[rstest::rstest]
+    #[case::not_json("{", "is not JSON")]
+    #[case::no_name(r#"{"plugins":[]}"#, "names no network")]
+    #[case::no_host_local(r#"{"name":"n","plugins":[{"type":"bridge","ipam":{"type":"dhcp"}}]}"#, "has no host-local address management")]
+    #[case::ipv6_only(r#"{"name":"n","plugins":[{"ipam":{"type":"host-local","ranges":[[{"subnet":"fd00::/64"}]]}}]}"#, "has no IPv4 range")]
+    #[case::too_large(r#"{"name":"n","plugins":[{"ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/16"}]]}}]}"#, "more than 4096 addresses")]
+    #[case::relative_dir(r#"{"name":"n","plugins":[{"ipam":{"type":"host-local","dataDir":"x","ranges":[[{"subnet":"198.18.0.0/24"}]]}}]}"#, "not an absolute directory")]
+    fn networks_it_cannot_fill_are_refused(#[case] conf: &str, #[case] why: &str) {
+        let err = network("f.conflist", conf).unwrap_err();
+        assert!(err.contains(why), "{err}");
+    }
+
+    #[test]
+    fn containerds_conf_dir_or_its_default() {
+        assert_eq!(conf_dir("version = 2\n").unwrap(), "/etc/cni/net.d");
+        let tb = "version = 2\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      conf_dir = \"/var/lib/faultlab/testbed/cni/net.d\"\n";
+        assert_eq!(conf_dir(tb).unwrap(), "/var/lib/faultlab/testbed/cni/net.d");
+        assert!(conf_dir("[plugins").unwrap_err().starts_with("containerd's config is not TOML"));
+        assert!(conf_dir("[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = 3\n").unwrap_err().contains("not an absolute path"));
+    }
+
+    #[test]
+    fn containerd_loads_the_first_configuration_by_name() {
+        assert_eq!(first_conf("99-z.conf\n10-kindnet.conflist\nREADME\n").as_deref(), Some("10-kindnet.conflist"));
+        assert_eq!(first_conf("README\n"), None);
+    }
+
+    #[test]
+    fn leaked_are_the_reservations_no_live_sandbox_holds() {
+        let held = reservations("198.18.0.2 abc\n198.18.0.3 faultlab-leaked-address\nlock \nlast_reserved_ip.0 198.18.0.3\n");
+        assert_eq!(held.len(), 2, "only files named by an address");
+        let live: BTreeSet<String> = ["abc".to_string()].into();
+        assert_eq!(leaked(&held, &live), [Ipv4Addr::new(198, 18, 0, 3)]);
+    }
+
+    #[test]
+    fn node_scripts_are_argv_data() {
+        let cmd = reserve_free("/var/lib/cni/networks/n", LEAK_ID, &[Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3)]);
+        assert_eq!(&cmd.argv[3..], ["sh", "/var/lib/cni/networks/n", LEAK_ID, "198.18.0.2", "198.18.0.3"]);
+        assert!(cmd.argv[2].contains("set -C"), "an address taken meanwhile is not overwritten");
+        let undo = remove_held_by("/d", LEAK_ID);
+        assert_eq!(&undo.argv[3..], ["sh", "/d", LEAK_ID]);
+    }
+
+    /// The scripts, run by a real shell on a directory of this machine, as host-local lays it out.
+    #[test]
+    fn reserve_list_and_remove_on_a_real_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("net");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("198.18.0.2"), "live-id\r\neth0").unwrap();
+        std::fs::write(d.join("last_reserved_ip.0"), "198.18.0.2").unwrap();
+        let run = |cmd: Cmd| {
+            let out = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).output().unwrap();
+            assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let ds = d.to_str().unwrap();
+        let all = [2, 3, 4].map(|n| Ipv4Addr::new(198, 18, 0, n));
+        assert_eq!(run(reserve_free(ds, LEAK_ID, &all)).trim(), "2", "198.18.0.2 is the live pod's");
+        assert_eq!(std::fs::read_to_string(d.join("198.18.0.2")).unwrap(), "live-id\r\neth0");
+        assert_eq!(std::fs::read_to_string(d.join("198.18.0.3")).unwrap(), format!("{LEAK_ID}\r\neth0"));
+        let held = reservations(&run(list_reservations(ds)));
+        assert_eq!(held, vec![(all[0], "live-id".into()), (all[1], LEAK_ID.into()), (all[2], LEAK_ID.into())]);
+        run(take_over(ds, LEAK_ID, all[0]));
+        run(remove_held_by(ds, LEAK_ID));
+        let mut left: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["last_reserved_ip.0"]);
+        assert_eq!(run(list_reservations("/nonexistent/faultlab")), "", "no directory, no reservation");
+    }
+
+    #[tokio::test]
+    async fn plan_reads_the_network_reserves_leaks_the_pods_address_and_restarts() {
+        let fault = CniBroken {};
+        let (ctx, fake) = plan_ctx(&fault);
+        fault.inject(&ctx).await.unwrap();
+        let lines = fake.lines();
+        assert!(lines[0].ends_with("cat -- /var/lib/faultlab/testbed/containerd.toml"), "containerd's config, from the node profile: {lines:?}");
+        assert!(lines[1].ends_with("ls -1 -- /etc/cni/net.d"), "{lines:?}");
+        assert!(lines[2].ends_with("cat -- /etc/cni/net.d/10-bridge.conflist"), "{lines:?}");
+        assert!(lines[3].contains("set -C") && lines[3].contains("198.18.0.254"), "{lines:?}");
+        assert!(lines[4].ends_with(&format!("/var/lib/cni/networks/pods {LEAK_ID} 198.18.0.2")), "{lines:?}");
+        assert_eq!(lines.len(), 5);
+        let journal = ctx.journal.snapshot();
+        assert_eq!(journal.entries.len(), 1, "the undo is journalled before the first write");
+        assert_eq!(ctx.kept::<Network>("network").unwrap().addresses.len(), 253);
+        // The plan's node still lists the pod's reservation as its live sandbox's: nothing leaked there.
+        assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Absent(_)));
+        fault.fix(Step::ReleaseLeakedAddresses, &ctx).await.unwrap();
+        assert!(!fake.lines().iter().any(|l| l.contains("rm -f")), "nothing to release: the step does nothing");
+    }
+}
