@@ -36,7 +36,8 @@ FK_NET_BRIDGE=fl-kind0
 FK_ADDRESS_POOL=198.18.236.0/22
 
 FK_KIND_VERSION=0.27.0
-FK_PACKAGES=(docker.io mmdebstrap jq)
+# A scenario's registry runs on this machine, on the kind network's gateway (harness/src/faults/registry.rs).
+FK_PACKAGES=(docker.io mmdebstrap jq "${FL_REGISTRY_PACKAGES[@]}")
 # Host paths that `docker run` of a kind node creates when they are missing (kind mounts /lib/modules
 # read-only into every node), that dockerd writes whatever its flags say (its trust key; the directory
 # itself belongs to the docker.io package), and that the containerd dockerd starts uses whatever its

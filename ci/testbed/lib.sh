@@ -96,6 +96,7 @@ FL_CTRD_STATE=$FL_RUN/containerd
 FL_CTRD_SOCK=$FL_CTRD_STATE/containerd.sock
 FL_CTRD_CONF_DIR=$FL_TB/containerd
 FL_CTRD_CONF=$FL_CTRD_CONF_DIR/config.toml
+FL_CTRD_HOSTS_DIR=$FL_CTRD_CONF_DIR/certs.d
 FL_CNI_CONF_DIR=$FL_TB/cni/net.d
 FL_CNI_DATA=$FL_LIB/cni
 FL_DISK_DIR=$FL_LIB/disk
@@ -111,9 +112,12 @@ FL_NODE_PACKAGE=/opt/cloud/cce/package/node-package/pause-3.1.tgz
 FL_PAUSE_REF=faultlab.invalid/cce-pause:3.1
 FL_BUSYBOX_REF=faultlab.invalid/busybox:1.35
 
+# What a scenario's image registry runs on this machine (faultlab starts them: harness/src/faults/
+# registry.rs): Debian's distribution registry, nginx in front of it, htpasswd for its logins.
+FL_REGISTRY_PACKAGES=(docker-registry nginx-light apache2-utils)
 FL_PACKAGES=(golang-1.15-go etcd-server containerd runc containernetworking-plugins busybox-static
   gcc libc6-dev openssl iproute2 iptables e2fsprogs util-linux procps curl dpkg-dev
-  ca-certificates kmod)
+  ca-certificates kmod "${FL_REGISTRY_PACKAGES[@]}")
 
 # Host-global sysctls the 1.20 kubelet sets when it starts (pkg/kubelet/cm setupKernelTunables).
 # up records their values and down puts them back.

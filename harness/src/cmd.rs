@@ -68,6 +68,22 @@ impl Cmd {
         Cmd::new(["sh".to_string(), "-c".to_string(), script.into()])
     }
 
+    /// One more argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.argv.push(arg.into());
+        self
+    }
+
+    /// More arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.argv.extend(args.into_iter().map(Into::into));
+        self
+    }
+
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

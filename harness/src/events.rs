@@ -342,10 +342,13 @@ impl Normaliser {
         s
     }
 
-    /// Normalise, de-duplicate by object and reason (the first message stands), and sort. Transient
-    /// events (see [`TRANSIENT`]) and the scenario's ignored reasons are left out.
-    pub fn events(&self, seen: &[Seen], ignore_reasons: &[String]) -> Vec<Normalised> {
-        let mut by_key: BTreeMap<(String, String), Normalised> = BTreeMap::new();
+    /// Normalise, de-duplicate by object and reason, and sort. Of one object's messages with the same
+    /// reason, the first that a symptom event of that reason matches (`prefer`, [`compile`]d) stands,
+    /// else the first seen: the kubelet gives one reason several messages (`Failed`: `Failed to pull
+    /// image ...`, then `Error: ErrImagePull`), which arrive in either order. Transient events (see
+    /// [`TRANSIENT`]) and the scenario's ignored reasons are left out.
+    pub fn events(&self, seen: &[Seen], ignore_reasons: &[String], prefer: &[(EventGate, Regex)]) -> Vec<Normalised> {
+        let mut by_key: BTreeMap<(String, String), (bool, Normalised)> = BTreeMap::new();
         let mut ordered: Vec<&Seen> = seen.iter().collect();
         ordered.sort_by_key(|s| s.at);
         for s in ordered {
@@ -353,15 +356,20 @@ impl Normaliser {
                 continue;
             }
             let object = format!("{}/{}", s.kind, self.text(&s.name));
-            by_key.entry((object.clone(), s.reason.clone())).or_insert_with(|| Normalised {
-                object,
-                type_: s.type_.clone(),
-                reason: s.reason.clone(),
-                source: s.source.clone(),
-                message: self.text(&s.message),
-            });
+            let preferred = prefer.iter().any(|(g, re)| g.reason == s.reason && re.is_match(&s.message));
+            let entry = by_key.entry((object.clone(), s.reason.clone()));
+            let new = || Normalised { object, type_: s.type_.clone(), reason: s.reason.clone(), source: s.source.clone(), message: self.text(&s.message) };
+            match entry {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert((preferred, new()));
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) if preferred && !o.get().0 => {
+                    o.insert((true, new()));
+                }
+                std::collections::btree_map::Entry::Occupied(_) => {}
+            }
         }
-        by_key.into_values().collect()
+        by_key.into_values().map(|(_, n)| n).collect()
     }
 }
 
@@ -406,10 +414,10 @@ mod tests {
             seen("Pod", "web-1", "FailedMount", r#"MountVolume.SetUp failed for volume "default-token-abcde" : failed to sync secret cache: timed out waiting for the condition"#, t),
             seen("Pod", "web-1", "FailedMount", r#"MountVolume.SetUp failed for volume "cfg" : configmap "app-config" not found"#, t + Duration::from_secs(1)),
         ];
-        let events = n.events(&seen, &[]);
+        let events = n.events(&seen, &[], &[]);
         assert_eq!(events.len(), 1);
         assert!(events[0].message.contains("not found"), "{events:?}");
-        assert!(n.events(&seen[..1], &[]).is_empty());
+        assert!(n.events(&seen[..1], &[], &[]).is_empty());
     }
 
     fn seen(kind: &str, name: &str, reason: &str, message: &str, at: Instant) -> Seen {
@@ -484,13 +492,30 @@ mod tests {
         }).collect();
         b.iter_mut().for_each(|s| if s.message.starts_with("Unable") { s.at = later } else { s.at = t });
         let ignore = vec!["SandboxChanged".to_string()];
-        let na = n.events(&a, &ignore);
-        assert_eq!(na, n.events(&b, &ignore));
+        let na = n.events(&a, &ignore, &[]);
+        assert_eq!(na, n.events(&b, &ignore, &[]));
         assert_eq!(na.len(), 3);
         assert_eq!(na[0].object, "Node/<node>");
         assert_eq!(na[1].reason, "FailedMount");
         assert!(na[1].message.starts_with("MountVolume.SetUp failed"), "the first message stands");
         assert_eq!(na[2].message, "Successfully assigned <namespace>/web-<hash>-<id> to <node>");
+    }
+
+    /// The kubelet's two `Failed` messages of one pull arrive in either order: the symptom's stands.
+    #[test]
+    fn the_symptoms_message_stands_for_its_reason_whatever_the_order() {
+        let n = Normaliser::new("ns1", "node1");
+        let t = Instant::now();
+        let pulled = seen("Pod", "web-6d4cf56db6-vw2zq", "Failed", "Failed to pull image \"r/app:1\": 401 Unauthorized", t);
+        let summary = seen("Pod", "web-6d4cf56db6-vw2zq", "Failed", "Error: ErrImagePull", t);
+        let gate = crate::gates::EventGate { reason: "Failed".into(), type_: None, message: "Failed to pull image .*401".into() };
+        let prefer = compile(&[gate], &crate::vars::Vars::placeholder()).unwrap();
+        for order in [vec![pulled.clone(), summary.clone()], vec![summary.clone(), pulled.clone()]] {
+            let events = n.events(&order, &[], &prefer);
+            assert_eq!(events.len(), 1);
+            assert_eq!(events[0].message, "Failed to pull image \"r/app:1\": 401 Unauthorized");
+        }
+        assert_eq!(n.events(&[summary, pulled], &[], &[])[0].message, "Error: ErrImagePull", "without a symptom gate the first stands");
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub struct PodGate {
     /// All containers ready (true) or not (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
-    /// Some container is waiting with this reason (`ContainerCreating`, `CrashLoopBackOff`, ...).
+    /// Some container is waiting with this reason (`ContainerCreating`, `CrashLoopBackOff`, ...), or one
+    /// of several separated by `|` (`ErrImagePull|ImagePullBackOff`: the kubelet alternates them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
     /// A pod condition.
@@ -36,6 +37,10 @@ pub struct PodGate {
     /// tail of the container's log there, so an error only the log shows can be a gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_message: Option<crate::pattern::Pattern>,
+    /// `true`: no pod of the workload exists (none that is not being deleted), as when the controllers
+    /// that make pods are down. Alone: it says nothing of a pod's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub none: Option<bool>,
 }
 
 /// A status condition: type, status and optionally reason. `status` and `reason` may name alternatives

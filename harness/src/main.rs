@@ -48,6 +48,9 @@ struct Target {
     /// Every scenario.
     #[arg(long, conflicts_with = "scenario")]
     all: bool,
+    /// With --all: leave this scenario out (repeatable). A name no scenario has is an error.
+    #[arg(long, value_name = "SCENARIO", requires = "all")]
+    skip: Vec<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -289,7 +292,12 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
         if set.good.is_empty() && *broken > 0 {
             bail!("no scenario of {} loads", dir.display());
         }
-        return Ok(set.good.into_values().collect());
+        for name in &target.skip {
+            if !set.good.contains_key(name) && !set.broken.iter().any(|(p, _)| p.file_stem().is_some_and(|s| s == name.as_str())) {
+                bail!("--skip {name}: no scenario of {} has that name (see `faultlab list`)", dir.display());
+            }
+        }
+        return Ok(set.good.into_iter().filter(|(name, _)| !target.skip.contains(name)).map(|(_, l)| l).collect());
     }
     match &target.scenario {
         Some(name) => Ok(vec![scenario::find(dir, name)?]),
@@ -365,9 +373,12 @@ async fn main() -> Result<()> {
     match cli.command {
         Command::List => {
             let set = scenario::load_set(&dir)?;
+            // Columns as wide as the longest name and fault.
+            let wn = set.good.keys().map(String::len).max().unwrap_or(0);
+            let wf = set.good.values().map(|s| s.scenario.fault.name().len()).max().unwrap_or(0);
             for (name, s) in &set.good {
                 let line = s.scenario.metadata.description.lines().next().unwrap_or_default().to_string();
-                println!("{name:<22} {:<20} {line}", s.scenario.fault.name());
+                println!("{name:<wn$}  {:<wf$}  {line}", s.scenario.fault.name());
             }
             if !set.broken.is_empty() {
                 println!("\nbroken ({}; `faultlab validate` checks files):", set.broken.len());

@@ -62,7 +62,7 @@ impl Observe for Live {
     }
 
     async fn pods(&self, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
-        wait::pods(&self.client, ns, selector, gate, within).await.map(drop)
+        wait::pod_gate(&self.client, ns, selector, gate, within).await
     }
 
     async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {

@@ -302,7 +302,9 @@ impl Run {
     /// The events seen so far, normalised.
     pub fn normalised_events(&self) -> Vec<Normalised> {
         let seen = self.events.as_ref().map(|l| l.seen()).unwrap_or_default();
-        Normaliser::new(&self.namespace, self.ctx.node.name()).events(&seen, &self.scenario.scenario.snapshot.ignore_reasons)
+        // The symptom's own event text stands for its reason (the patterns compiled when the run loaded).
+        let prefer = events::compile(&self.scenario.scenario.symptom.events, &self.ctx.vars).unwrap_or_default();
+        Normaliser::new(&self.namespace, self.ctx.node.name()).events(&seen, &self.scenario.scenario.snapshot.ignore_reasons, &prefer)
     }
 
     /// Stop recording and undo everything the journal holds. Returns the undo failures.

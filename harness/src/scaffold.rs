@@ -17,13 +17,20 @@ use crate::scenario::{self, ScenarioError};
 pub const TEMPLATES: &[(&str, &str)] = &[
     ("cni-broken", include_str!("../../scenarios/cni-broken.yaml")),
     ("configmap-missing", include_str!("../../scenarios/configmap-missing.yaml")),
+    ("controller-manager-down", include_str!("../../scenarios/controller-manager-down.yaml")),
     ("cpu-count", include_str!("../../scenarios/cpu-count.yaml")),
     ("default-route", include_str!("../../scenarios/default-route.yaml")),
     ("disk-full", include_str!("../../scenarios/disk-full.yaml")),
+    ("image-address-wrong", include_str!("../../scenarios/image-address-wrong.yaml")),
+    ("image-pull-secret-missing", include_str!("../../scenarios/image-pull-secret-missing.yaml")),
+    ("image-pull-secret-wrong", include_str!("../../scenarios/image-pull-secret-wrong.yaml")),
     ("duplicate-container", include_str!("../../scenarios/duplicate-container.yaml")),
     ("inotify-limit", include_str!("../../scenarios/inotify-limit.yaml")),
     ("memory-limit-unit", include_str!("../../scenarios/memory-limit-unit.yaml")),
     ("pause-missing", include_str!("../../scenarios/pause-missing.yaml")),
+    ("registry-rate-limited", include_str!("../../scenarios/registry-rate-limited.yaml")),
+    ("registry-unreachable", include_str!("../../scenarios/registry-unreachable.yaml")),
+    ("registry-x509", include_str!("../../scenarios/registry-x509.yaml")),
     ("storageclass-missing", include_str!("../../scenarios/storageclass-missing.yaml")),
 ];
 
@@ -195,7 +202,7 @@ mod tests {
         }
         assert!(create(tmp.path(), &"x".repeat(scenario::MAX_NAME_LEN), "pause-missing").is_ok());
         let err = create(tmp.path(), "other", "pause-mising").unwrap_err();
-        assert!(err.to_string().starts_with("unknown fault \"pause-mising\"; faults: cni-broken, configmap-missing, cpu-count"), "{err}");
+        assert!(err.to_string().starts_with("unknown fault \"pause-mising\"; faults: cni-broken, configmap-missing, controller-manager-down, cpu-count"), "{err}");
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert_eq!(names.len(), 3, "only web.yaml, link.yaml and the longest name: {names:?}");
     }

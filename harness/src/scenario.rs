@@ -335,6 +335,12 @@ fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>
             if let Some(c) = &pod.condition {
                 problems.extend(check_condition(&format!("{field}.pod.condition"), c));
             }
+            let has_state = pod.phase.is_some() || pod.ready.is_some() || pod.waiting.is_some() || pod.condition.is_some() || pod.termination_message.is_some();
+            match pod.none {
+                Some(true) if has_state => problems.push(Problem::new(format!("{field}.pod.none"), "is true: no pod is there, so no phase, readiness, waiting reason, condition or message can be asked of one")),
+                Some(false) => problems.push(Problem::new(format!("{field}.pod.none"), "is false: leave it out (a pod gate asks for a pod unless none is true)")),
+                _ => {}
+            }
         }
         if let Some(node) = node {
             problems.extend(check_condition(&format!("{field}.node.condition"), &node.condition));

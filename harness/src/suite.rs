@@ -71,6 +71,7 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
         needs: crate::provider::kind::KindNeeds::of(&scenario.scenario.fault.fault().needs()),
         node_image,
         image_info: Default::default(),
+        network_gateway: Default::default(),
     }
 }
 
@@ -419,7 +420,7 @@ mod tests {
         let titles: Vec<&str> = probes.iter().map(|p| p.title).collect();
         assert_eq!(
             titles,
-            ["leaked CNI addresses", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances"],
+            ["leaked CNI addresses", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances", "registry drop rules", "local CAs"],
             "disk-full and pause-missing both look at the images: once"
         );
         let images = &probes[4].script;

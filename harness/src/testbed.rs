@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::{self, ApiVersion, DataFileError};
-use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, SshAccess};
+use crate::node::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile, SshAccess};
 
 pub const DEFAULT_PATH: &str = "/var/lib/faultlab/testbed/testbed.yaml";
 
@@ -129,6 +129,19 @@ pub struct Facts {
     pub disk_mib: u64,
     #[arg(long)]
     pub node_package: String,
+    /// The host address a registry a scenario starts listens on, and the address the node reaches it
+    /// at (the same on a node in a network namespace; 127.0.0.1 and QEMU's alias of it for the VM).
+    #[arg(long, requires = "registry_address")]
+    pub registry_listen: Option<String>,
+    #[arg(long, requires = "registry_hosts_dir")]
+    pub registry_address: Option<String>,
+    /// containerd's registry hosts directory on the node (`registry.config_path`).
+    #[arg(long, requires = "registry_listen")]
+    pub registry_hosts_dir: Option<String>,
+    /// `ci/testbed/control-plane`, which stops and starts the control plane's components on this
+    /// machine (`control-plane stop kube-controller-manager`).
+    #[arg(long)]
+    pub control_plane_script: Option<String>,
     /// An image the node holds, by role: `ROLE=REF`, once per image (`pause` and `busybox` at least).
     #[arg(long = "image", value_name = "ROLE=REF")]
     pub images: Vec<String>,
@@ -199,6 +212,22 @@ impl Facts {
             }),
             node_package: Some(self.node_package.clone()),
             images: ImageSet { pause, busybox, more: images },
+            registry: match (&self.registry_listen, &self.registry_address, &self.registry_hosts_dir) {
+                (Some(listen), Some(address), Some(hosts_dir)) => {
+                    Some(RegistryProfile { listen: listen.clone(), address: address.clone(), hosts_dir: hosts_dir.clone() })
+                }
+                _ => None,
+            },
+            control_plane: self.control_plane_script.as_ref().map(|script| ControlPlaneProfile {
+                on: CommandsOn::Host,
+                components: ["kube-controller-manager", "kube-scheduler"]
+                    .into_iter()
+                    .map(|c| {
+                        let argv = |verb: &str| vec![script.clone(), verb.to_string(), c.to_string()];
+                        (c.to_string(), ComponentControl { stop: argv("stop"), start: argv("start"), status: argv("status") })
+                    })
+                    .collect(),
+            }),
         };
         Ok(TestBed {
             api_version: ApiVersion::V1alpha1,
@@ -283,6 +312,10 @@ pub(crate) mod tests {
             disk_device: Some("/dev/loop0".into()),
             disk_mib: 1024,
             node_package: "/opt/cloud/cce/package/node-package/pause-3.1.tgz".into(),
+            registry_listen: Some("10.213.0.1".into()),
+            registry_address: Some("10.213.0.1".into()),
+            registry_hosts_dir: Some("/var/lib/faultlab/testbed/containerd/certs.d".into()),
+            control_plane_script: Some("/opt/faultlab/ci/testbed/control-plane".into()),
             images: ["tools=faultlab.invalid/tools:1", "busybox=faultlab.invalid/busybox:1.35", "pause=faultlab.invalid/cce-pause:3.1"].map(String::from).to_vec(),
         }
     }

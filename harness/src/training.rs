@@ -385,7 +385,7 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
         }
     }
     if let Some(gate) = &r.pod {
-        if let Err(e) = wait::pods(&client, ns, &loaded.scenario.workload.target.selector, gate, within.max(Duration::from_millis(1500))).await {
+        if let Err(e) = wait::pod_gate(&client, ns, &loaded.scenario.workload.target.selector, gate, within.max(Duration::from_millis(1500))).await {
             failing.push(e.to_string());
         }
     }

@@ -1,6 +1,7 @@
 //! `${...}` variables in scenario manifests and event patterns.
 //!
-//! Known variables: `namespace`, `node`, `images.<role>` (from the node profile), `sandboxImage`.
+//! Known variables: `namespace`, `node`, `images.<role>` (from the node profile), `sandboxImage`, and
+//! where the node reaches a registry a scenario starts, `registry` and `registry.private` (`host:port`).
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,7 @@ pub const IMAGE_ROLES: &[&str] = &["pause", "busybox", "inotify"];
 
 /// Every variable a scenario may use, whatever the cluster.
 pub fn known_names() -> Vec<String> {
-    let mut names: Vec<String> = ["namespace", "node", "sandboxImage"].iter().map(|s| s.to_string()).collect();
+    let mut names: Vec<String> = ["namespace", "node", "sandboxImage", "registry", "registry.private"].iter().map(|s| s.to_string()).collect();
     names.extend(IMAGE_ROLES.iter().map(|r| format!("images.{r}")));
     names
 }
@@ -45,6 +46,10 @@ impl Vars {
         values.insert("images.busybox".into(), node.images.busybox.clone());
         for (role, image) in &node.images.more {
             values.insert(format!("images.{role}"), image.clone());
+        }
+        if let Some(r) = &node.registry {
+            values.insert("registry".into(), r.endpoint(crate::node::RegistryProfile::PORT));
+            values.insert("registry.private".into(), r.endpoint(crate::node::RegistryProfile::PRIVATE_PORT));
         }
         Vars { values, placeholder: false }
     }

@@ -46,7 +46,7 @@ pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
     }
     if let Some(reason) = &gate.waiting {
         let all = containers.iter().chain(status.init_container_statuses.iter().flatten());
-        let waiting = all.filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone()).any(|r| r == *reason);
+        let waiting = all.filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone()).any(|r| reason.split('|').any(|a| a == r));
         if !waiting {
             return false;
         }
@@ -187,6 +187,38 @@ pub async fn pods(client: &Client, ns: &str, selector: &str, gate: &PodGate, wit
     watch_until(api, watcher::Config::default().labels(selector), what, within, |p| pod_matches(p, gate), describe_pod).await
 }
 
+/// Wait until `gate` holds for the pods matching `selector` in `ns`: some pod satisfies it, or, for a
+/// gate of `none: true`, no pod (but those being deleted) is there.
+pub async fn pod_gate(client: &Client, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
+    if gate.none == Some(true) {
+        return no_pods(client, ns, selector, within).await;
+    }
+    pods(client, ns, selector, gate, within).await.map(drop)
+}
+
+/// Wait until no pod matching `selector` in `ns` is there but those being deleted.
+pub async fn no_pods(client: &Client, ns: &str, selector: &str, within: Duration) -> Result<(), WaitError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("pod -l {selector} none");
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let last = match api.list(&kube::api::ListParams::default().labels(selector)).await {
+            Ok(list) => {
+                let left: Vec<String> = list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).map(describe_pod).collect();
+                if left.is_empty() {
+                    return Ok(());
+                }
+                left.join("\n")
+            }
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(WaitError::Timeout { what, within, last });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Wait until node `name` satisfies `gate`.
 pub async fn node(client: &Client, name: &str, gate: &NodeGate, within: Duration) -> Result<Node, WaitError> {
     let api: Api<Node> = Api::all(client.clone());
@@ -235,6 +267,9 @@ pub async fn claim(client: &Client, ns: &str, name: &str, gate: &ClaimGate, with
 /// The gate as text, for messages and plans.
 pub fn gate_text(gate: &PodGate) -> String {
     let mut parts = Vec::new();
+    if gate.none == Some(true) {
+        parts.push("none".to_string());
+    }
     if let Some(p) = &gate.phase {
         parts.push(format!("phase={p}"));
     }
@@ -272,6 +307,10 @@ mod tests {
         }));
         let gate = PodGate { phase: Some("Pending".into()), waiting: Some("ContainerCreating".into()), ..Default::default() };
         assert!(pod_matches(&creating, &gate));
+        let either = |w: &str| PodGate { waiting: Some(w.into()), ..Default::default() };
+        assert!(pod_matches(&creating, &either("ErrImagePull|ContainerCreating")), "one of the alternatives");
+        assert!(!pod_matches(&creating, &either("ErrImagePull|ImagePullBackOff")));
+        assert!(!pod_matches(&creating, &either("Container")), "a whole reason, not part of one");
         assert!(!pod_matches(&creating, &PodGate { phase: Some("Running".into()), ..Default::default() }));
         assert!(!pod_matches(&creating, &PodGate { ready: Some(true), ..Default::default() }));
         let cond = ConditionGate { type_: "Ready".into(), status: "False".into(), reason: Some("ContainersNotReady".into()) };

@@ -498,6 +498,7 @@ async fn the_provider_contract_through_the_library() {
         needs: KindNeeds { disable_default_cni: true, ..Default::default() },
         node_image: None,
         image_info: Default::default(),
+        network_gateway: Default::default(),
         host: std::sync::Arc::new(faultlab::provider::LocalHost),
     };
     let rec = Recorder::default();

@@ -47,6 +47,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       bin_dir = "/usr/lib/cni"
       conf_dir = "$FL_CNI_CONF_DIR"
       max_conf_num = 1
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      # Per-registry hosts.toml and CAs (a scenario's registry puts its own here).
+      config_path = "$FL_CTRD_HOSTS_DIR"
 EOC
 }
 

@@ -123,7 +123,11 @@ fl_write_description() {
   # script and disk are the VM's own).
   local -a access=()
   local node_script=$FL_TESTBED_DIR/node disk_device
+  # A scenario's registry listens on the host's end of the node's link; for the VM, on the host's
+  # loopback, which QEMU's user network gives the VM as its alias address.
+  local -a registry=(--registry-listen "$FL_HOST_IP" --registry-address "$FL_HOST_IP" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
   if [ "$FL_VM" = 1 ]; then
+    registry=(--registry-listen 127.0.0.1 --registry-address "$FL_VM_HOST_ALIAS" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
     access=(--arch "$FL_NODE_ARCH" --ssh-destination root@127.0.0.1 --ssh-port "$FL_VM_SSH_PORT"
       --ssh-identity "$FL_VM_KEY" --ssh-option=-o "--ssh-option=UserKnownHostsFile=$FL_VM_KNOWN_HOSTS"
       --ssh-option=-o --ssh-option=StrictHostKeyChecking=yes --ssh-option=-o --ssh-option=LogLevel=ERROR)
@@ -140,7 +144,7 @@ fl_write_description() {
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \
     --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" --cri-client "$FL_CRI_BIN" \
     --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB" \
-    --node-package "$FL_NODE_PACKAGE" "${images[@]}" \
+    --node-package "$FL_NODE_PACKAGE" "${registry[@]}" --control-plane-script "$FL_TESTBED_DIR/control-plane" "${images[@]}" \
     || die "writing the test bed description $FL_DESCRIPTION failed"
   chmod 0644 "$FL_DESCRIPTION"
 }

@@ -27,7 +27,7 @@ FL_VM_SSH_PORT=22622
 FL_VM_SUITE=bookworm
 FL_VM_KERNEL_FLAVOUR=arm64
 # The node's packages (Debian bookworm, arm64). No etcd: the control plane runs on the host.
-FL_VM_PACKAGES=(linux-image-arm64 busybox-static containerd runc containernetworking-plugins iptables
+FL_VM_PACKAGES=(linux-image-arm64 busybox-static containerd runc containernetworking-plugins iptables ca-certificates
   iproute2 kmod util-linux mount procps openssh-server bash coreutils e2fsprogs curl dash sed grep gawk
   findutils tar gzip diffutils libc-bin passwd login base-files base-passwd ncurses-base)
 # What the host needs to build and run the VM, and to cross-build for arm64.
@@ -142,6 +142,21 @@ fl_vm_configure_root() {
   for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
     ln -sfn xtables-nft-multi "$root/usr/sbin/$t"
   done
+  # The CA store, as ca-certificates' postinst makes it: every certificate the package carries, listed in
+  # /etc/ca-certificates.conf, a link to each in /etc/ssl/certs and the bundle of them in that order,
+  # which is what update-ca-certificates writes in the VM (a fault's fix, its undo) when only the local
+  # CAs change. The hash links come from the VM's first update-ca-certificates (openssl rehash there).
+  mkdir -p "$root/usr/local/share/ca-certificates" "$root/etc/ssl/certs"
+  (cd "$root/usr/share/ca-certificates" && find . -type f -name '*.crt' -printf '%P\n' | LC_ALL=C sort) >"$root/etc/ca-certificates.conf"
+  [ -s "$root/etc/ca-certificates.conf" ] || die "the VM's ca-certificates package has no certificates ($root/usr/share/ca-certificates)"
+  : >"$root/etc/ssl/certs/ca-certificates.crt"
+  local crt
+  while read -r crt; do
+    ln -sfn "/usr/share/ca-certificates/$crt" "$root/etc/ssl/certs/$(basename "$crt" .crt | sed -e 's/ /_/g' -e 's/[()]/=/g' -e 's/,/_/g').pem"
+    # With the newline a last line may lack, as update-ca-certificates adds each (sed '$a\').
+    # shellcheck disable=SC1003
+    sed -e '$a\' "$root/usr/share/ca-certificates/$crt" >>"$root/etc/ssl/certs/ca-certificates.crt"
+  done <"$root/etc/ca-certificates.conf"
   # The kernel's module index (depmod reads the tree; it runs no arm64 code).
   depmod -b "$root" "$kver"
   # Keys: the VM's host key, and the key the host logs in with (kept in the cache, never in the image).

@@ -26,13 +26,21 @@ use crate::vars::Vars;
 
 pub mod cni_broken;
 pub mod configmap_missing;
+pub mod controller_manager_down;
 pub mod cpu_count;
 pub mod default_route;
 pub mod disk_full;
 pub mod duplicate_container;
+pub mod image_address_wrong;
+pub mod image_pull_secret_missing;
+pub mod image_pull_secret_wrong;
 pub mod inotify_limit;
 pub mod memory_limit_unit;
 pub mod pause_missing;
+pub mod registry;
+pub mod registry_rate_limited;
+pub mod registry_unreachable;
+pub mod registry_x509;
 pub mod steps;
 pub mod storageclass_missing;
 
@@ -374,13 +382,20 @@ macro_rules! faults {
 faults! {
     "cni-broken" => CniBroken(cni_broken::CniBroken),
     "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
+    "controller-manager-down" => ControllerManagerDown(controller_manager_down::ControllerManagerDown),
     "cpu-count" => CpuCount(cpu_count::CpuCount),
     "default-route" => DefaultRoute(default_route::DefaultRoute),
     "disk-full" => DiskFull(disk_full::DiskFull),
     "duplicate-container" => DuplicateContainer(duplicate_container::DuplicateContainer),
+    "image-address-wrong" => ImageAddressWrong(image_address_wrong::ImageAddressWrong),
+    "image-pull-secret-missing" => ImagePullSecretMissing(image_pull_secret_missing::ImagePullSecretMissing),
+    "image-pull-secret-wrong" => ImagePullSecretWrong(image_pull_secret_wrong::ImagePullSecretWrong),
     "inotify-limit" => InotifyLimit(inotify_limit::InotifyLimit),
     "memory-limit-unit" => MemoryLimitUnit(memory_limit_unit::MemoryLimitUnit),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),
+    "registry-rate-limited" => RegistryRateLimited(registry_rate_limited::RegistryRateLimited),
+    "registry-unreachable" => RegistryUnreachable(registry_unreachable::RegistryUnreachable),
+    "registry-x509" => RegistryX509(registry_x509::RegistryX509),
     "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),
 }
 

@@ -12,4 +12,4 @@ mod profile;
 #[cfg(test)]
 pub use exec::FakeExecutor;
 pub use exec::{Executor, HostExecutor, Node, ScriptedExecutor};
-pub use profile::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, SshAccess};
+pub use profile::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile, SshAccess};

@@ -180,6 +180,73 @@ pub struct NodeProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_package: Option<String>,
     pub images: ImageSet,
+    /// Where an image registry that a scenario starts for this node lives (absent: the platform has
+    /// none, and scenarios that pull from one cannot run on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryProfile>,
+    /// How faults stop and start the cluster's control plane (absent: the platform does not let them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneProfile>,
+}
+
+/// How faults stop and start the control plane's components: argv data, run on this machine (the test
+/// bed's control plane is processes of the host) or on the node (kind's static pods).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlaneProfile {
+    /// Where the commands run.
+    pub on: CommandsOn,
+    /// By component (`kube-controller-manager`).
+    pub components: std::collections::BTreeMap<String, ComponentControl>,
+}
+
+/// Where a platform's commands run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CommandsOn {
+    /// This machine.
+    Host,
+    /// The node, as every node command.
+    Node,
+}
+
+/// The commands of one control-plane component.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ComponentControl {
+    /// Stops it and keeps it stopped; returns once it is gone.
+    pub stop: Vec<String>,
+    /// Starts it again (nothing if it runs); returns once it runs.
+    pub start: Vec<String>,
+    /// Prints `running` while it runs.
+    pub status: Vec<String>,
+}
+
+/// Where a registry a scenario starts (on this machine, the host) listens, and how the node reaches
+/// it. Ports are the scenario's ([`crate::faults::registry`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryProfile {
+    /// The host address the registry listens on (the host's end of the node's link, the kind
+    /// network's gateway, or 127.0.0.1 where QEMU's user network forwards the node to it).
+    pub listen: String,
+    /// The address the node reaches it at (what image references name).
+    pub address: String,
+    /// containerd's registry hosts directory on the node (the CRI plugin's `registry.config_path`),
+    /// where a registry's `hosts.toml` and CA go.
+    pub hosts_dir: String,
+}
+
+impl RegistryProfile {
+    /// The port of a scenario's registry: what `${registry}` names.
+    pub const PORT: u16 = 5443;
+    /// The port of a second registry, a private one a fix moves the image to: `${registry.private}`.
+    pub const PRIVATE_PORT: u16 = 5444;
+
+    /// `address:port`, as image references name a registry.
+    pub fn endpoint(&self, port: u16) -> String {
+        format!("{}:{port}", self.address)
+    }
 }
 
 impl NodeProfile {

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::{Cluster, Host, Ownership, Provider, ProviderError};
 use crate::cmd::{self, Cmd};
 use crate::kube_ops::Kube;
-use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile};
+use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile};
 use crate::record::{Channel, Recorder};
 
 /// kind's label on node containers.
@@ -100,6 +100,62 @@ pub struct KindNeeds {
 /// kind: the loop file containerd's root is moved onto when a scenario needs a containerd disk.
 pub const DISK_BACKING_FILE: &str = "/var/lib/faultlab-containerd.ext4";
 /// kind: containerd's root.
+/// Where kubeadm puts the control plane's static pod manifests on a control-plane node.
+pub const STATIC_POD_DIR: &str = "/etc/kubernetes/manifests";
+
+/// How a kind control-plane node's components stop and start: the kubelet runs them as static pods,
+/// so moving a manifest out of its directory stops one and moving it back starts it again. The waits
+/// look for the component's process (the node container sees its containers' processes; the name is
+/// the kernel's, cut to 15 characters). Single-node clusters: the node is the control plane.
+pub fn control_plane() -> crate::node::ControlPlaneProfile {
+    let component = |name: &str| {
+        let manifest = format!("{STATIC_POD_DIR}/{name}.yaml");
+        let parked = format!("/etc/kubernetes/{name}.yaml.faultlab-stopped");
+        let comm: String = name.chars().take(15).collect();
+        let script = |move_from: &str, move_to: &str, done: &str, what: &str| {
+            vec![
+                "sh".to_string(),
+                "-c".to_string(),
+                format!(
+                    "[ ! -f \"$1\" ] || mv \"$1\" \"$2\"; for i in $(seq 120); do {done} && exit 0; sleep 1; done; echo \"$3 {what} 120 s after its manifest moved\" >&2; exit 1"
+                ),
+                "static-pod".to_string(),
+                move_from.to_string(),
+                move_to.to_string(),
+                comm.clone(),
+            ]
+        };
+        crate::node::ComponentControl {
+            stop: script(&manifest, &parked, "! pgrep -x \"$3\" >/dev/null", "still runs"),
+            start: script(&parked, &manifest, "pgrep -x \"$3\" >/dev/null", "does not run"),
+            status: vec!["sh".into(), "-c".into(), "pgrep -x \"$1\" >/dev/null && echo running || echo stopped".into(), "status".into(), comm.clone()],
+        }
+    };
+    crate::node::ControlPlaneProfile {
+        on: crate::node::CommandsOn::Node,
+        components: ["kube-controller-manager", "kube-scheduler"].into_iter().map(|c| (c.to_string(), component(c))).collect(),
+    }
+}
+
+/// containerd's registry hosts directory in faultlab's kind node image (`config_path`, as kind's own).
+pub const REGISTRY_HOSTS_DIR: &str = "/etc/containerd/certs.d";
+
+/// The docker network kind puts its nodes on (kind's default; `KIND_EXPERIMENTAL_DOCKER_NETWORK`
+/// names another).
+pub fn network_name() -> String {
+    std::env::var("KIND_EXPERIMENTAL_DOCKER_NETWORK").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "kind".into())
+}
+
+/// `docker network inspect` printing the network's gateway addresses, one a line.
+pub fn network_gateway_argv(network: &str) -> Vec<String> {
+    ["docker", "network", "inspect", network, "--format", "{{range .IPAM.Config}}{{println .Gateway}}{{end}}"].map(String::from).to_vec()
+}
+
+/// The first IPv4 gateway of [`network_gateway_argv`]'s output (an IPv6 one has colons).
+pub fn ipv4_gateway(output: &str) -> Option<String> {
+    output.lines().map(str::trim).find(|l| !l.is_empty() && !l.contains(':')).map(str::to_owned)
+}
+
 pub const CONTAINERD_ROOT: &str = "/var/lib/containerd";
 
 impl KindNeeds {
@@ -201,6 +257,9 @@ pub struct Kind {
     pub node_image: Option<String>,
     /// What the node image's labels say (read before `kind create`; defaults for kindest/node).
     pub image_info: std::sync::OnceLock<NodeImage>,
+    /// The kind network's gateway, this machine's address on it (read when the nodes are listed): where
+    /// a registry a scenario starts listens, and the nodes reach it.
+    pub network_gateway: std::sync::OnceLock<String>,
     /// Where kind and docker run: this machine, or a plan's scripted host.
     pub host: std::sync::Arc<dyn Host>,
 }
@@ -443,6 +502,12 @@ impl Kind {
             }),
             node_package: Some("/opt/cloud/cce/package/node-package/pause-3.1.tgz".into()),
             images: ImageSet { pause: sandbox, busybox, more: images },
+            registry: self.network_gateway.get().map(|gateway| RegistryProfile {
+                listen: gateway.clone(),
+                address: gateway.clone(),
+                hosts_dir: REGISTRY_HOSTS_DIR.into(),
+            }),
+            control_plane: Some(control_plane()),
         }
     }
 
@@ -497,7 +562,12 @@ impl Kind {
     /// without labels of ours.
     pub fn plan_answers(&self) -> Vec<(&'static str, cmd::Output)> {
         let node = format!("{}-control-plane\n", self.name);
-        vec![("docker ps --filter", cmd::Output::ok(node)), ("docker info", cmd::Output::ok("/var/lib/docker\n")), ("docker image inspect", cmd::Output::ok("null\n"))]
+        vec![
+            ("docker ps --filter", cmd::Output::ok(node)),
+            ("docker info", cmd::Output::ok("/var/lib/docker\n")),
+            ("docker image inspect", cmd::Output::ok("null\n")),
+            ("docker network inspect", cmd::Output::ok("<kind-network-gateway>\n")),
+        ]
     }
 
     fn node_list_argv(&self) -> Vec<String> {
@@ -665,6 +735,15 @@ impl Provider for Kind {
         names.sort();
         if names.is_empty() {
             return Err(ProviderError::NoNodes { name: self.name.clone(), label: format!("{CLUSTER_LABEL}={}", self.name) });
+        }
+        // Where a scenario's registry listens: without a gateway (a network of another driver), the
+        // nodes have no registry, and scenarios that need one say so.
+        if self.network_gateway.get().is_none() {
+            if let Ok(out) = self.host.run(rec, network_gateway_argv(&network_name()), Duration::from_secs(30)).await {
+                if let Some(gateway) = ipv4_gateway(&out.stdout) {
+                    let _ = self.network_gateway.set(gateway);
+                }
+            }
         }
         Ok(names.iter().map(|n| self.node_profile(n)).collect())
     }
@@ -871,6 +950,7 @@ mod tests {
             needs,
             node_image: None,
             image_info: Default::default(),
+            network_gateway: Default::default(),
             host: std::sync::Arc::new(crate::provider::LocalHost),
         }
     }

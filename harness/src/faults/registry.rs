@@ -1,0 +1,716 @@
+//! A real image registry for the scenarios of 001's table of pull failures (not a fault: what those
+//! faults share).
+//!
+//! The registry is Debian's distribution (`docker-registry serve`), over TLS with a certificate from a
+//! CA made for the run, with htpasswd logins where the scenario needs them, and with Debian's nginx in
+//! front where the document's registry behaves in a way distribution does not (a used-up pull limit:
+//! 429 `toomanyrequests`). It runs on this machine (`ctx.host`) on the address the node's profile gives
+//! (`registry.listen`; the node reaches it at `registry.address`), and its stop and removal are in the
+//! run's journal before it starts, so teardown and `faultlab cleanup` stop it whatever happened.
+//!
+//! The node trusts it as containerd's CRI plugin reads per-registry settings: a `hosts.toml` and the CA
+//! in the registry hosts directory (`registry.hosts_dir`, containerd's `config_path`), journalled too.
+//! Images are pushed from the node's own containerd (`ctr images push`), so the registry holds the
+//! node's architecture of the node's busybox image as [`REPOSITORY`].
+//!
+//! The password of a login is made from the run's namespace: a registry of one run, on this machine
+//! only, whose password the records and plans may show.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Ctx, FaultError};
+use crate::cmd::{Cmd, Output};
+use crate::journal::Undo;
+use crate::node::RegistryProfile;
+
+/// Where the node's busybox image is pushed in every registry of a run: scenarios name it
+/// `${registry}/faultlab/busybox:1`.
+pub const REPOSITORY: &str = "faultlab/busybox:1";
+
+/// The user of a registry's login.
+pub const USER: &str = "faultlab";
+
+/// The port on 127.0.0.1 where a registry behind nginx listens.
+pub const BACKEND_PORT: u16 = 5446;
+
+/// Which of a run's registries, and how it behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Its name within the run (its directory): `registry`, `private`.
+    pub name: &'static str,
+    /// Where the node reaches it (`RegistryProfile::PORT` or `PRIVATE_PORT`).
+    pub port: u16,
+    /// Pulls and pushes need the run's login.
+    pub login: bool,
+    /// nginx in front of it, limiting requests.
+    pub proxy: bool,
+}
+
+impl Spec {
+    /// The scenario's registry (`${registry}`).
+    pub fn main(login: bool) -> Spec {
+        Spec { name: "registry", port: RegistryProfile::PORT, login, proxy: false }
+    }
+
+    /// A second, private registry (`${registry.private}`), open to the node.
+    pub fn private() -> Spec {
+        Spec { name: "private", port: RegistryProfile::PRIVATE_PORT, login: false, proxy: false }
+    }
+}
+
+/// A registry of the run: its files on this machine and its addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registry {
+    pub spec: Spec,
+    /// Its directory on this machine: CA, certificate, logins, configuration, data, logs.
+    pub dir: PathBuf,
+    pub profile: RegistryProfile,
+}
+
+/// The password of the run's login (made from the namespace: see the module's documentation).
+pub fn password(namespace: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("faultlab registry login {namespace}").as_bytes());
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Programs the registry needs on this machine, with the Debian package of each.
+pub fn programs(spec: &Spec) -> Vec<(&'static str, &'static str)> {
+    let mut p = vec![("docker-registry", "docker-registry"), ("openssl", "openssl"), ("curl", "curl"), ("ss", "iproute2")];
+    if spec.login {
+        p.push(("htpasswd", "apache2-utils"));
+    }
+    if spec.proxy {
+        p.push(("nginx", "nginx-light"));
+    }
+    p
+}
+
+impl Registry {
+    /// The registry `spec` of the run in `namespace`, on the node's registry address; `None` when the
+    /// node's platform says of no registry.
+    pub fn of(ctx: &Ctx, spec: Spec) -> Result<Registry, FaultError> {
+        let Some(profile) = ctx.node.profile.registry.clone() else {
+            return Err(FaultError::Check {
+                step: "find-registry-address".into(),
+                message: format!(
+                    "node {} has no registry address in its description (`registry:` with listen, address and hostsDir): \
+                     this platform cannot run a scenario's registry",
+                    ctx.node.name()
+                ),
+            });
+        };
+        let base = if ctx.journal.path().is_some() { crate::journal::state_dir().join("registries") } else { PathBuf::from("<state-dir>/registries") };
+        Ok(Registry { dir: base.join(format!("{}-{}", ctx.namespace, spec.name)), spec, profile })
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// `address:port`, as image references name it.
+    pub fn endpoint(&self) -> String {
+        self.profile.endpoint(self.spec.port)
+    }
+
+    /// The reference of the node's busybox image in this registry.
+    pub fn image(&self) -> String {
+        format!("{}/{REPOSITORY}", self.endpoint())
+    }
+
+    /// The host address and port the registry itself listens on (behind nginx: 127.0.0.1).
+    fn registry_listen(&self) -> String {
+        if self.spec.proxy { format!("127.0.0.1:{BACKEND_PORT}") } else { format!("{}:{}", self.profile.listen, self.spec.port) }
+    }
+
+    /// Where the node's requests arrive on this machine.
+    fn front_listen(&self) -> String {
+        format!("{}:{}", self.profile.listen, self.spec.port)
+    }
+
+    /// distribution's configuration.
+    pub fn config_yml(&self) -> String {
+        let mut text = format!(
+            "# faultlab: a registry of one run (harness/src/faults/registry.rs).\n\
+             version: 0.1\n\
+             log:\n  level: info\n\
+             storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n\
+             http:\n  addr: {addr}\n  secret: faultlab-{name}\n  tls:\n    certificate: {crt}\n    key: {key}\n",
+            data = self.file("data"),
+            addr = self.registry_listen(),
+            name = self.spec.name,
+            crt = self.file("server.crt"),
+            key = self.file("server.key"),
+        );
+        if self.spec.login {
+            text.push_str(&format!("auth:\n  htpasswd:\n    realm: faultlab\n    path: {}\n", self.file("htpasswd")));
+        }
+        text
+    }
+
+    /// nginx in front: TLS with the registry's certificate and every request to the registry, or, when
+    /// `limited`, every manifest request (each pull asks for one first) answered as Docker Hub answers a
+    /// client whose pull limit is used up: 429 with `TOOMANYREQUESTS`, until the window ends (here: until
+    /// the run's end).
+    pub fn nginx_conf(&self, limited: bool) -> String {
+        let d = |f: &str| self.file(f);
+        let limit = if limited {
+            "\x20       location ~ ^/v2/.+/manifests/ {\n\
+             \x20           default_type application/json;\n\
+             \x20           return 429 '{\"errors\":[{\"code\":\"TOOMANYREQUESTS\",\"message\":\"Too Many Requests. You have reached your pull rate limit.\"}]}';\n\
+             \x20       }\n"
+        } else {
+            ""
+        };
+        format!(
+            "# faultlab: nginx in front of a registry of one run (harness/src/faults/registry.rs).\n\
+             daemon on;\n\
+             pid {pid};\n\
+             error_log {err} info;\n\
+             worker_processes 1;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{\n\
+             \x20   access_log {access};\n\
+             \x20   client_body_temp_path {tmp}/body;\n\
+             \x20   proxy_temp_path {tmp}/proxy;\n\
+             \x20   fastcgi_temp_path {tmp}/fastcgi;\n\
+             \x20   uwsgi_temp_path {tmp}/uwsgi;\n\
+             \x20   scgi_temp_path {tmp}/scgi;\n\
+             \x20   server {{\n\
+             \x20       listen {front} ssl;\n\
+             \x20       ssl_certificate {crt};\n\
+             \x20       ssl_certificate_key {key};\n\
+             \x20       client_max_body_size 0;\n\
+             {limit}\
+             \x20       location /v2/ {{\n\
+             \x20           proxy_pass https://{back};\n\
+             \x20           proxy_set_header Host $http_host;\n\
+             \x20           proxy_set_header X-Forwarded-Proto https;\n\
+             \x20       }}\n\
+             \x20   }}\n\
+             }}\n",
+            pid = d("nginx.pid"),
+            err = d("nginx-error.log"),
+            access = d("nginx-access.log"),
+            tmp = d("nginx-tmp"),
+            front = self.front_listen(),
+            crt = d("server.crt"),
+            key = d("server.key"),
+            back = self.registry_listen(),
+        )
+    }
+
+    /// `openssl` making a CA (`<ca>.crt`), then the registry's certificate signed by it for the node's
+    /// address of the registry (and 127.0.0.1, where nginx reaches it), the CA after it in the same
+    /// file: the registry sends the chain, as `openssl s_client -showcerts` shows it.
+    /// The CA's name is the run's (its namespace is in the directory's name): a node whose containerd
+    /// still holds another run's CA in memory must not find a CA of the same name.
+    pub fn make_certificates(&self, ca: &str) -> Vec<Cmd> {
+        let run = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let d = |f: &str| self.file(f);
+        let mut sans = vec![format!("IP:{}", self.profile.address), "IP:127.0.0.1".to_string()];
+        if self.profile.listen != self.profile.address && self.profile.listen != "127.0.0.1" {
+            sans.push(format!("IP:{}", self.profile.listen));
+        }
+        vec![
+            Cmd::new(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj"])
+                .arg(format!("/CN={}", common_name(&format!("{ca} {run}"))))
+                .args(["-keyout", &d(&format!("{ca}.key")), "-out", &d(&format!("{ca}.crt"))]),
+            Cmd::new(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=faultlab registry"])
+                .args(["-addext", &format!("subjectAltName={}", sans.join(",")), "-addext", "basicConstraints=critical,CA:FALSE"])
+                .args(["-CA", &d(&format!("{ca}.crt")), "-CAkey", &d(&format!("{ca}.key")), "-keyout", &d("server.key"), "-out", &d("server.crt")]),
+            Cmd::new(["sh", "-c", "cat \"$2\" >>\"$1\"", "chain", &d("server.crt"), &d(&format!("{ca}.crt"))]),
+        ]
+    }
+
+    /// A shell line that stops what runs in the directory (by its PID files) and removes it: the undo.
+    pub fn stop(&self) -> Cmd {
+        Cmd::new([
+            "sh",
+            "-c",
+            "for f in \"$1\"/*.pid; do [ -s \"$f\" ] && kill \"$(cat \"$f\")\" 2>/dev/null; done; \
+             for i in $(seq 50); do alive=; for f in \"$1\"/*.pid; do [ -s \"$f\" ] && kill -0 \"$(cat \"$f\")\" 2>/dev/null && alive=1; done; \
+             [ -z \"$alive\" ] && break; sleep 0.1; done; rm -rf \"$1\"",
+            "stop-registry",
+            &self.dir.display().to_string(),
+        ])
+    }
+
+    /// Stop distribution (by its PID file) and wait until it is gone: it reads its certificate once.
+    pub fn stop_registry(&self) -> Cmd {
+        Cmd::new([
+            "sh",
+            "-c",
+            "p=$(cat \"$1/registry.pid\") && kill \"$p\" && for i in $(seq 50); do kill -0 \"$p\" 2>/dev/null || exit 0; sleep 0.1; done; exit 1",
+            "stop-registry",
+            &self.dir.display().to_string(),
+        ])
+    }
+
+    /// A new certificate from a new CA (`ca`), as when a registry's certificate is renewed by another
+    /// authority, and distribution started again to serve it.
+    pub async fn renew(&self, ctx: &Ctx, step: &str, ca: &str) -> Result<(), FaultError> {
+        for cmd in self.make_certificates(ca) {
+            ctx.run_on_host(step, cmd).await?;
+        }
+        ctx.run_on_host(step, self.stop_registry()).await?;
+        ctx.run_on_host(step, self.start_registry()).await?;
+        self.wait_ready(ctx, step, ca).await
+    }
+
+    /// Start distribution in the background, in a session of its own (a Ctrl-C to faultlab does not
+    /// reach it), its PID in `registry.pid`.
+    pub fn start_registry(&self) -> Cmd {
+        Cmd::new([
+            "setsid",
+            "sh",
+            "-c",
+            "docker-registry serve \"$1/config.yml\" >\"$1/registry.log\" 2>&1 </dev/null & echo $! >\"$1/registry.pid\"",
+            "start-registry",
+            &self.dir.display().to_string(),
+        ])
+    }
+
+    /// What answers on the node's side (`curl` prints the status of `GET /v2/`: 200, or 401 with a
+    /// login), trusting the CA `ca`.
+    pub fn ping(&self, ca: &str) -> Cmd {
+        Cmd::new(["curl", "-sS", "--max-time", "3", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .args([self.file(&format!("{ca}.crt")), format!("https://{}/v2/", self.front_listen())])
+            .timeout(Duration::from_secs(10))
+    }
+
+    /// Write `text` to `name` in the registry's directory.
+    fn write(&self, name: &str, text: String) -> Cmd {
+        Cmd::new(["sh", "-c", "cat >\"$1\"", "write", &self.file(name)]).stdin(text)
+    }
+
+    /// Make, start and wait for the registry (and its nginx), having journalled their stop first, then
+    /// make the node trust it (it holds no image until [`Registry::push`]).
+    pub async fn start(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let step = "start-registry";
+        self.require_programs(ctx).await?;
+        self.require_port_free(ctx, &self.front_listen()).await?;
+        if self.spec.proxy {
+            self.require_port_free(ctx, &self.registry_listen()).await?;
+        }
+        ctx.journal.record(format!("stop the registry {} and remove {}", self.endpoint(), self.dir.display()), Undo::Host { cmd: self.stop() })?;
+        ctx.note(format!("start a registry (Debian's docker-registry) at {} for the node, in {}", self.endpoint(), self.dir.display()));
+        ctx.run_on_host(step, Cmd::new(["mkdir", "-p"]).args([self.file("data"), self.file("nginx-tmp")])).await?;
+        for cmd in self.make_certificates("ca") {
+            ctx.run_on_host("make-certificates", cmd).await?;
+        }
+        if self.spec.login {
+            ctx.run_on_host("make-login", Cmd::new(["htpasswd", "-Bic", &self.file("htpasswd"), USER]).stdin(password(&ctx.namespace))).await?;
+        }
+        ctx.run_on_host(step, self.write("config.yml", self.config_yml())).await?;
+        ctx.run_on_host(step, self.start_registry()).await?;
+        if self.spec.proxy {
+            ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(false))).await?;
+            ctx.run_on_host(step, self.nginx(&[])).await?;
+        }
+        self.wait_ready(ctx, step, "ca").await?;
+        self.trust_on_node(ctx).await
+    }
+
+    /// `nginx -c <conf> -e <log> ARGS` (`-s reload` to read the configuration again).
+    pub fn nginx(&self, args: &[&str]) -> Cmd {
+        Cmd::new(["nginx", "-c", &self.file("nginx.conf"), "-e", &self.file("nginx-error.log")]).args(args.iter().copied())
+    }
+
+    /// Answer pulls 429 (`limited`) or not, and make nginx read its configuration again.
+    pub async fn limit(&self, ctx: &Ctx, step: &str, limited: bool) -> Result<(), FaultError> {
+        ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(limited))).await?;
+        ctx.run_on_host(step, self.nginx(&["-s", "reload"])).await?;
+        Ok(())
+    }
+
+    async fn require_programs(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let wanted = programs(&self.spec);
+        let names: Vec<&str> = wanted.iter().map(|(p, _)| *p).collect();
+        let script = format!("for p in {}; do command -v \"$p\" >/dev/null || echo \"$p\"; done", names.join(" "));
+        let out = ctx.run_on_host("find-registry-programs", Cmd::new(["sh", "-c", &script])).await?;
+        let missing: Vec<String> = out
+            .stdout
+            .split_whitespace()
+            .map(|p| match wanted.iter().find(|(name, _)| *name == p) {
+                Some((name, package)) => format!("{name} (Debian package {package})"),
+                None => p.to_string(),
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(FaultError::Check {
+            step: "find-registry-programs".into(),
+            message: format!("this machine lacks what the scenario's registry runs on: {}; install it (ci/testbed/up and ci/kind/up do)", missing.join(", ")),
+        })
+    }
+
+    async fn require_port_free(&self, ctx: &Ctx, listen: &str) -> Result<(), FaultError> {
+        let port = listen.rsplit(':').next().unwrap_or_default();
+        let out = ctx.run_on_host("check-registry-port", Cmd::new(["ss", "-Htlnp", &format!("sport = :{port}")])).await?;
+        let taken = out.stdout.trim();
+        if taken.is_empty() {
+            return Ok(());
+        }
+        Err(FaultError::Check {
+            step: "check-registry-port".into(),
+            message: format!("port {port} of this machine, where the scenario's registry would listen ({listen}), is taken: {taken}"),
+        })
+    }
+
+    async fn wait_ready(&self, ctx: &Ctx, step: &str, ca: &str) -> Result<(), FaultError> {
+        let mut last = String::new();
+        for _ in 0..40 {
+            let ping = self.ping(ca);
+            let out = ctx.host.run(&ping.argv, &ping, true).await;
+            match out {
+                Ok(o) if matches!(o.stdout.trim(), "200" | "401") => {
+                    ctx.rec().push(crate::record::Channel::Host, format!("{}  # answered {}", ping.shell_line(), o.stdout.trim()));
+                    return Ok(());
+                }
+                Ok(o) => last = format!("{} {}", o.stdout.trim(), o.stderr.trim()),
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let tail = |file: &str| Cmd::new(["tail", "-n", "20", &self.file(file)]).timeout(Duration::from_secs(5));
+        let mut log = String::new();
+        for file in if self.spec.proxy { vec!["registry.log", "nginx-error.log"] } else { vec!["registry.log"] } {
+            let cmd = tail(file);
+            log.push_str(&ctx.host.run(&cmd.argv, &cmd, true).await.map(|o| o.stdout).unwrap_or_default());
+        }
+        Err(FaultError::Check {
+            step: step.into(),
+            message: format!("the registry at {} did not answer in 10 s (last: {last}); its log:\n{log}", self.front_listen()),
+        })
+    }
+
+    /// The node's directory of this registry's settings in containerd's registry hosts directory.
+    pub fn hosts_dir(&self) -> String {
+        format!("{}/{}", self.profile.hosts_dir.trim_end_matches('/'), self.endpoint())
+    }
+
+    /// containerd's `hosts.toml` for this registry: HTTPS, this CA.
+    pub fn hosts_toml(&self) -> String {
+        let server = format!("https://{}", self.endpoint());
+        format!(
+            "# faultlab: the registry of one run (removed at its end).\nserver = \"{server}\"\n\n[host.\"{server}\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n  ca = \"{}/ca.crt\"\n",
+            self.hosts_dir()
+        )
+    }
+
+    /// Journal the removal of the node's settings for this registry, then write them: its CA and
+    /// `hosts.toml` (containerd reads them at each pull).
+    pub async fn trust_on_node(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let dir = self.hosts_dir();
+        ctx.undo_on_node(&format!("remove the node's settings for registry {}", self.endpoint()), Cmd::new(["rm", "-rf", &dir]))?;
+        let ca = ctx.run_on_host("read-ca", Cmd::new(["cat", &self.file("ca.crt")])).await?.stdout;
+        let write = |name: &str, text: String| Cmd::new(["sh", "-c", "mkdir -p \"$1\" && cat >\"$1/$2\"", "write", &dir, name]).stdin(text);
+        ctx.run("trust-registry", write("ca.crt", ca)).await?;
+        ctx.run("trust-registry", write("hosts.toml", self.hosts_toml())).await?;
+        Ok(())
+    }
+
+    /// Push the node's busybox image to the registry with the node's containerd, as step `step`.
+    pub async fn push(&self, ctx: &Ctx, step: &str) -> Result<(), FaultError> {
+        let mut args = vec!["images".to_string(), "push".into(), "--hosts-dir".into(), self.profile.hosts_dir.clone()];
+        if self.spec.login {
+            args.extend(["--user".into(), format!("{USER}:{}", password(&ctx.namespace))]);
+        }
+        args.extend([self.image(), ctx.node.profile.images.busybox.clone()]);
+        ctx.note(format!("push the node's busybox image to {}", self.image()));
+        ctx.run(step, ctx.node.profile.ctr(args).timeout(Duration::from_secs(120))).await.map(drop)
+    }
+
+    /// An image pull secret (`kubernetes.io/dockerconfigjson`) named `name` in the run's namespace for
+    /// this registry with `password`.
+    pub fn pull_secret(&self, name: &str, password: &str) -> serde_json::Value {
+        let config = json!({"auths": {self.endpoint(): {"username": USER, "password": password}}});
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "faultlab"}},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": config.to_string()},
+        })
+    }
+}
+
+/// A registry fault's parameter problems: the Deployment's name.
+pub fn check(deployment: &str) -> Vec<crate::check::Problem> {
+    crate::check::dns_subdomain("deployment", deployment).into_iter().collect()
+}
+
+/// What a registry fault needs of the workload: its Deployment.
+pub fn workload(deployment: &str) -> Vec<super::WorkloadRef> {
+    vec![super::WorkloadRef { field: "deployment", kind: "Deployment", name: deployment.to_string() }]
+}
+
+/// What a plan's API answers a registry fault: its Deployment ([`plan_deployment`]).
+pub fn plan_api(deployment: &str, secret: Option<&str>) -> Vec<(String, serde_json::Value)> {
+    vec![(format!("/deployments/{deployment}"), plan_deployment(deployment, secret))]
+}
+
+/// The Deployment `name`, checked to pull again when its pod is replaced ([`check_pulls_again`]).
+pub async fn pulling_deployment(ctx: &Ctx, name: &str) -> Result<serde_json::Value, FaultError> {
+    let d = deployment(ctx, name, "read-deployment").await?;
+    check_pulls_again(&d, name).map_err(|message| FaultError::Check { step: "read-deployment".into(), message })?;
+    Ok(d)
+}
+
+/// The fix of the faults whose registry the node cannot use (rate-limited, unreachable): the
+/// document's "push the image to SWR and pull it from SWR", with the run's private registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToPrivate {
+    /// Push the image to the private registry (from the node's containerd).
+    PushToPrivateRegistry,
+    /// Pull it from there: the Deployment's image names the private registry.
+    PullFromPrivateRegistry,
+}
+
+/// Apply one step of [`ToPrivate`] to `deployment`. A push of what the registry holds already, and the
+/// same patch again, succeed: idempotent.
+pub async fn to_private(which: ToPrivate, ctx: &Ctx, deployment: &str) -> Result<(), FaultError> {
+    let step = super::steps::Steps::name(which);
+    let private = Registry::of(ctx, Spec::private())?;
+    match which {
+        ToPrivate::PushToPrivateRegistry => private.push(ctx, step).await,
+        ToPrivate::PullFromPrivateRegistry => pull_from(ctx, deployment, step, &private).await,
+    }
+}
+
+/// Start the run's registry with a login, push the node's image, and create the pull secret `secret`
+/// with the login (image-pull-secret-missing and -wrong).
+pub async fn start_with_login(ctx: &Ctx, secret: &str) -> Result<Registry, FaultError> {
+    let reg = Registry::of(ctx, Spec::main(true))?;
+    reg.start(ctx).await?;
+    reg.push(ctx, "push-image").await?;
+    ctx.note(format!("create the pull secret {secret} with the registry's login"));
+    ctx.kube.create_object(Some(&ctx.namespace), reg.pull_secret(secret, &password(&ctx.namespace))).await.map_err(Ctx::api_err("create-pull-secret"))?;
+    Ok(reg)
+}
+
+/// The Deployment `name` of the run's namespace, or an error of `step` saying the workload lacks it.
+pub async fn deployment(ctx: &Ctx, name: &str, step: &str) -> Result<serde_json::Value, FaultError> {
+    match ctx.kube.get_object("apps/v1", "Deployment", Some(&ctx.namespace), name).await.map_err(Ctx::api_err(step))? {
+        Some(d) => Ok(d),
+        None => Err(FaultError::Check {
+            step: step.into(),
+            message: format!("Deployment {name} is not in namespace {}; the workload must create it", ctx.namespace),
+        }),
+    }
+}
+
+/// The pull secrets a Deployment's pods name.
+pub fn pull_secrets(deployment: &serde_json::Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["imagePullSecrets"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["name"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// The images of a Deployment's containers.
+pub fn images(deployment: &serde_json::Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["image"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Why a change to a Deployment would show no pull failure, if it would not: its new pod must pull
+/// again (`imagePullPolicy: Always`: the node has the image since setup) and be the only one (`Recreate`:
+/// with a rolling update the old pod goes on running and hides the symptom).
+pub fn check_pulls_again(deployment: &serde_json::Value, name: &str) -> Result<(), String> {
+    let strategy = deployment["spec"]["strategy"]["type"].as_str().unwrap_or("RollingUpdate");
+    if strategy != "Recreate" {
+        return Err(format!(
+            "Deployment {name} replaces its pods by {strategy}: its old pod would keep running beside the one that cannot pull, \
+             so give it `strategy: {{type: Recreate}}`"
+        ));
+    }
+    let containers = deployment["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    if containers.is_empty() {
+        return Err(format!("Deployment {name} has no container"));
+    }
+    for c in &containers {
+        if c["imagePullPolicy"].as_str() != Some("Always") {
+            return Err(format!(
+                "container {} of Deployment {name} has imagePullPolicy {}: the node holds the image since setup, so only `Always` pulls it again",
+                c["name"].as_str().unwrap_or_default(),
+                c["imagePullPolicy"].as_str().unwrap_or("(unset)")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A plan's Deployment: Recreate, one container pulling `${registry}`'s image always, with `secret`.
+pub fn plan_deployment(name: &str, secret: Option<&str>) -> serde_json::Value {
+    let mut d = json!({
+        "metadata": {"name": name},
+        "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {"containers": [
+            {"name": "app", "image": format!("<registry-address>:{}/{REPOSITORY}", RegistryProfile::PORT), "imagePullPolicy": "Always"}
+        ]}}}
+    });
+    if let Some(secret) = secret {
+        d["spec"]["template"]["spec"]["imagePullSecrets"] = json!([{"name": secret}]);
+    }
+    d
+}
+
+/// The Deployment's containers whose image is not pulled from `endpoint` yet, each with its image's
+/// registry host replaced by it (a strategic merge patch's list: by name).
+pub fn to_registry(deployment: &serde_json::Value, endpoint: &str) -> Vec<serde_json::Value> {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let image = c["image"].as_str()?;
+            let (host, path) = image.split_once('/')?;
+            (host != endpoint).then(|| json!({"name": c["name"], "image": format!("{endpoint}/{path}")}))
+        })
+        .collect()
+}
+
+/// Point the Deployment's containers at `registry` (those not pulling from it yet): a fix's "pull the
+/// image from there". The same patch again changes nothing: idempotent.
+pub async fn pull_from(ctx: &Ctx, deployment: &str, step: &str, registry: &Registry) -> Result<(), FaultError> {
+    let d = self::deployment(ctx, deployment, step).await?;
+    let containers = to_registry(&d, &registry.endpoint());
+    if containers.is_empty() {
+        return Ok(());
+    }
+    ctx.note(format!("the Deployment's image from the registry {}", registry.endpoint()));
+    let patch = json!({"spec": {"template": {"spec": {"containers": containers}}}});
+    ctx.kube.patch_object("apps/v1", "Deployment", Some(&ctx.namespace), deployment, &patch).await.map_err(Ctx::api_err(step))
+}
+
+/// A certificate's common name: at most 64 characters (X.509's upper bound), the end kept (a run's
+/// namespace ends in its random part).
+pub fn common_name(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    chars[chars.len().saturating_sub(64)..].iter().collect()
+}
+
+/// What a plan's host answers for a registry: nothing missing, the port free, `GET /v2/` 200.
+pub fn plan_answers() -> Vec<(&'static str, Output)> {
+    vec![("%{http_code}", Output::ok("200"))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(spec: Spec) -> Registry {
+        let profile = RegistryProfile { listen: "198.18.213.1".into(), address: "198.18.213.1".into(), hosts_dir: "/etc/containerd/certs.d".into() };
+        Registry { spec, dir: PathBuf::from("/var/lib/faultlab/runs/registries/fl-test-registry"), profile }
+    }
+
+    #[test]
+    fn the_password_is_the_runs_and_the_same_for_each_reader() {
+        assert_eq!(password("fl-a"), password("fl-a"));
+        assert_ne!(password("fl-a"), password("fl-b"));
+        assert_eq!(password("fl-a").len(), 24);
+    }
+
+    #[test]
+    fn distribution_listens_where_the_node_reaches_it_or_behind_nginx() {
+        let plain = registry(Spec::main(true));
+        let yml = plain.config_yml();
+        assert!(yml.contains("  addr: 198.18.213.1:5443\n"), "{yml}");
+        assert!(yml.contains("auth:\n  htpasswd:\n    realm: faultlab\n    path: /var/lib/faultlab/runs/registries/fl-test-registry/htpasswd\n"), "{yml}");
+        let open = registry(Spec::main(false)).config_yml();
+        assert!(!open.contains("auth:"), "{open}");
+        let proxied = registry(Spec { proxy: true, ..Spec::main(false) });
+        assert!(proxied.config_yml().contains("  addr: 127.0.0.1:5446\n"));
+        let conf = proxied.nginx_conf(true);
+        assert!(conf.contains("listen 198.18.213.1:5443 ssl;"), "{conf}");
+        assert!(conf.contains("proxy_pass https://127.0.0.1:5446;"), "{conf}");
+        assert!(conf.contains("location ~ ^/v2/.+/manifests/ {\n            default_type application/json;\n            return 429 '{\"errors\":[{\"code\":\"TOOMANYREQUESTS\""), "{conf}");
+        let unlimited = proxied.nginx_conf(false);
+        assert!(!unlimited.contains("429"), "{unlimited}");
+    }
+
+    #[test]
+    fn the_certificate_names_every_address_the_registry_is_reached_at() {
+        let mut vm = registry(Spec::main(false));
+        vm.profile = RegistryProfile { listen: "127.0.0.1".into(), address: "198.18.214.2".into(), hosts_dir: "/x".into() };
+        let cmds = vm.make_certificates("ca");
+        let line = cmds[1].shell_line();
+        assert!(line.contains("'subjectAltName=IP:198.18.214.2,IP:127.0.0.1'"), "{line}");
+        assert!(line.contains("-CA /var/lib/faultlab/runs/registries/fl-test-registry/ca.crt"), "{line}");
+        assert!(cmds[0].shell_line().contains("'/CN=ca fl-test-registry'"), "{}", cmds[0].shell_line());
+        let long = common_name(&format!("ca-renewed fl-{}-6ppsr-registry", "x".repeat(60)));
+        assert_eq!(long.chars().count(), 64);
+        assert!(long.ends_with("-6ppsr-registry"), "{long}");
+    }
+
+    #[test]
+    fn the_node_trusts_the_registry_by_containerds_hosts_directory() {
+        let r = registry(Spec::main(true));
+        assert_eq!(r.hosts_dir(), "/etc/containerd/certs.d/198.18.213.1:5443");
+        let toml: toml::Table = r.hosts_toml().parse().unwrap();
+        assert_eq!(toml["server"].as_str(), Some("https://198.18.213.1:5443"));
+        assert_eq!(toml["host"]["https://198.18.213.1:5443"]["ca"].as_str(), Some("/etc/containerd/certs.d/198.18.213.1:5443/ca.crt"));
+        assert_eq!(r.image(), "198.18.213.1:5443/faultlab/busybox:1");
+    }
+
+    #[test]
+    fn the_pull_secret_holds_the_login_for_the_registry() {
+        let s = registry(Spec::main(true)).pull_secret("registry-login", "pw");
+        assert_eq!(s["type"], "kubernetes.io/dockerconfigjson");
+        let config: serde_json::Value = serde_json::from_str(s["stringData"][".dockerconfigjson"].as_str().unwrap()).unwrap();
+        assert_eq!(config, json!({"auths": {"198.18.213.1:5443": {"username": "faultlab", "password": "pw"}}}));
+    }
+
+    #[rstest::rstest]
+    #[case::rolling(json!({"strategy": {"type": "RollingUpdate"}}), "replaces its pods by RollingUpdate")]
+    #[case::default_rolling(json!({}), "replaces its pods by RollingUpdate")]
+    #[case::no_container(json!({"strategy": {"type": "Recreate"}}), "has no container")]
+    #[case::if_not_present(json!({"strategy": {"type": "Recreate"}, "template": {"spec": {"containers": [{"name": "app", "imagePullPolicy": "IfNotPresent"}]}}}), "container app of Deployment web has imagePullPolicy IfNotPresent")]
+    #[case::unset(json!({"strategy": {"type": "Recreate"}, "template": {"spec": {"containers": [{"name": "app"}]}}}), "imagePullPolicy (unset)")]
+    fn a_deployment_that_would_not_pull_again_is_refused(#[case] spec: serde_json::Value, #[case] why: &str) {
+        let err = check_pulls_again(&json!({"spec": spec}), "web").unwrap_err();
+        assert!(err.contains(why), "{err}");
+        assert_eq!(check_pulls_again(&plan_deployment("web", None), "web"), Ok(()));
+    }
+
+    #[test]
+    fn a_deployments_secrets_and_images() {
+        let d = plan_deployment("web", Some("login"));
+        assert_eq!(pull_secrets(&d), ["login"]);
+        assert_eq!(images(&d), ["<registry-address>:5443/faultlab/busybox:1"]);
+        assert!(pull_secrets(&plan_deployment("web", None)).is_empty());
+    }
+
+    #[test]
+    fn programs_name_their_packages() {
+        let all = programs(&Spec { proxy: true, ..Spec::main(true) });
+        assert!(all.contains(&("htpasswd", "apache2-utils")) && all.contains(&("nginx", "nginx-light")));
+        assert!(!programs(&Spec::private()).iter().any(|(p, _)| *p == "nginx" || *p == "htpasswd"));
+    }
+
+    /// The undo is a real shell line: it stops what a PID file names and removes the directory.
+    #[test]
+    fn stop_kills_by_pid_file_and_removes_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("registry");
+        std::fs::create_dir(&run).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(run.join("registry.pid"), child.id().to_string()).unwrap();
+        let mut r = registry(Spec::main(false));
+        r.dir = run.clone();
+        let cmd = r.stop();
+        let status = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).status().unwrap();
+        assert!(status.success());
+        assert!(!run.exists());
+        assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
+    }
+}
