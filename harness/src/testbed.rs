@@ -284,6 +284,28 @@ pub(crate) mod tests {
         assert!(err.contains("netnss"), "{err}");
     }
 
+    /// The registry and control-plane sections decode strictly too: a wrong `on`, a missing command.
+    #[rstest::rstest]
+    #[case::where_commands_run("      on: host\n", "      on: everywhere\n", "everywhere")]
+    #[case::missing_status("          status: [/opt/faultlab/ci/testbed/control-plane, status, kube-controller-manager]\n", "", "status")]
+    #[case::registry_field("      hostsDir: /var/lib/faultlab/testbed/containerd/certs.d\n", "      hostDir: /x\n", "hostDir")]
+    fn the_platform_sections_decode_strictly(#[case] from: &str, #[case] to: &str, #[case] named: &str) {
+        assert!(SAMPLE.contains(from), "{from:?}");
+        let text = SAMPLE.replacen(from, to, 1);
+        let err = datafile::decode::<TestBed>(Path::new("bed.yaml"), &text).unwrap_err().to_string();
+        assert!(err.starts_with("bed.yaml:"), "{err}");
+        assert!(err.contains(named), "{err}");
+    }
+
+    #[test]
+    fn the_sample_has_a_registry_and_a_control_plane() {
+        let node = sample_profile();
+        assert_eq!(node.registry.as_ref().map(|r| r.endpoint(crate::node::RegistryProfile::PORT)).as_deref(), Some("10.213.0.1:5443"));
+        let cp = node.control_plane.unwrap();
+        assert_eq!(cp.on, CommandsOn::Host);
+        assert_eq!(cp.components["kube-controller-manager"].stop[1], "stop");
+    }
+
     /// The facts `ci/testbed/up` would give for the sample's node.
     fn sample_facts() -> Facts {
         Facts {

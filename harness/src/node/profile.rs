@@ -223,7 +223,7 @@ pub struct ComponentControl {
 }
 
 /// Where a registry a scenario starts (on this machine, the host) listens, and how the node reaches
-/// it. Ports are the scenario's ([`crate::faults::registry`]).
+/// it. Ports are fixed (the scenario's registry and a private one; the faults' registry module).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistryProfile {
