@@ -32,6 +32,10 @@ impl Pattern {
     pub fn is_match(&self, text: &str) -> bool {
         self.0.is_match(text)
     }
+    /// Every match in `text` replaced by `with` (`$1` names a group, as the regex crate's).
+    pub fn replace_all(&self, text: &str, with: &str) -> String {
+        self.0.replace_all(text, with).into_owned()
+    }
 }
 
 impl std::fmt::Display for Pattern {

@@ -304,7 +304,12 @@ impl Run {
         let seen = self.events.as_ref().map(|l| l.seen()).unwrap_or_default();
         // The symptom's own event text stands for its reason (the patterns compiled when the run loaded).
         let prefer = events::compile(&self.scenario.scenario.symptom.events, &self.ctx.vars).unwrap_or_default();
-        Normaliser::new(&self.namespace, self.ctx.node.name()).events(&seen, &self.scenario.scenario.snapshot.ignore_reasons, &prefer)
+        let snapshot = &self.scenario.scenario.snapshot;
+        let mut events = Normaliser::new(&self.namespace, self.ctx.node.name()).events(&seen, &snapshot.ignore_reasons, &prefer);
+        for e in &mut events {
+            e.message = snapshot.rewritten(&e.message);
+        }
+        events
     }
 
     /// Stop recording and undo everything the journal holds. Returns the undo failures.

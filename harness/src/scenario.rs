@@ -149,6 +149,26 @@ pub struct SnapshotOptions {
     /// Event reasons whose appearance depends on timing, left out of the snapshot (say why in a comment).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_reasons: Vec<String>,
+    /// Parts of messages that differ from run to run for a reason the platform gives (say which in a
+    /// comment), written the same way in every run: applied to each normalised message, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrite: Vec<Rewrite>,
+}
+
+/// One rewrite of snapshot messages: every match of `pattern` becomes `with`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rewrite {
+    #[schemars(with = "String")]
+    pub pattern: crate::pattern::Pattern,
+    pub with: String,
+}
+
+impl SnapshotOptions {
+    /// The message as the snapshot keeps it.
+    pub fn rewritten(&self, message: &str) -> String {
+        self.rewrite.iter().fold(message.to_string(), |m, r| r.pattern.replace_all(&m, &r.with))
+    }
 }
 
 #[derive(Debug, Error)]
@@ -630,4 +650,23 @@ pub fn find(dir: &Path, name: &str) -> Result<Loaded, ScenarioError> {
 pub fn json_schema() -> String {
     let schema = schemars::schema_for!(Scenario);
     serde_json::to_string_pretty(&schema).expect("schema serialises") + "\n"
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_apply_in_order_and_a_bad_pattern_is_a_decode_error() {
+        let options: SnapshotOptions = serde_json::from_value(serde_json::json!({"rewrite": [
+            {"pattern": "code = (Unknown|DeadlineExceeded) desc", "with": "code = <Unknown|DeadlineExceeded> desc"},
+            {"pattern": "<Unknown\\|DeadlineExceeded>", "with": "$0"}
+        ]}))
+        .unwrap();
+        assert_eq!(options.rewritten("rpc error: code = DeadlineExceeded desc = x"), "rpc error: code = <Unknown|DeadlineExceeded> desc = x");
+        assert_eq!(options.rewritten("rpc error: code = Unknown desc = x"), "rpc error: code = <Unknown|DeadlineExceeded> desc = x");
+        assert_eq!(options.rewritten("no match"), "no match");
+        let bad: Result<SnapshotOptions, _> = serde_json::from_value(serde_json::json!({"rewrite": [{"pattern": "(", "with": ""}]}));
+        assert!(bad.unwrap_err().to_string().contains("invalid regular expression"));
+    }
 }

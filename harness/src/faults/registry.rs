@@ -313,7 +313,13 @@ impl Registry {
             ctx.run_on_host(step, self.nginx(&[])).await?;
         }
         self.wait_ready(ctx, step, "ca").await?;
-        self.trust_on_node(ctx).await
+        self.trust_on_node(ctx).await?;
+        // What the node pulls from it stays in its containerd unless removed: every name of the
+        // registry's (the CRI keeps a digest name beside the tag), journalled before any push or pull.
+        let ctr = crate::cmd::shell_join(&ctx.node.profile.ctr(Vec::<String>::new()).argv);
+        let rm = format!("for r in $({ctr} images ls -q); do case $r in \"$1\"/*) {ctr} images rm \"$r\" >/dev/null 2>&1;; esac; done; true");
+        ctx.undo_on_node(&format!("remove the images named {}/... from the node", self.endpoint()), Cmd::new(["sh", "-c", &rm, "remove-images", &self.endpoint()]))?;
+        Ok(())
     }
 
     /// `nginx -c <conf> -e <log> ARGS` (`-s reload` to read the configuration again).
