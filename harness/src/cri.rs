@@ -247,6 +247,20 @@ pub mod api {
         pub images: Vec<Image>,
     }
 
+    /// `PullImage`: the image only (no login, no sandbox config: fields 2 and 3 are not sent).
+    #[derive(Clone, PartialEq, Eq, ::prost::Message)]
+    pub struct PullImageRequest {
+        #[prost(message, optional, tag = "1")]
+        pub image: Option<ImageSpec>,
+    }
+
+    #[derive(Clone, PartialEq, Eq, ::prost::Message)]
+    pub struct PullImageResponse {
+        /// The reference of the pulled image (its ID on containerd).
+        #[prost(string, tag = "1")]
+        pub image_ref: String,
+    }
+
     /// A wrapped int64, so that "unset" differs from 0 (the image's UID).
     #[derive(Clone, Copy, PartialEq, Eq, ::prost::Message)]
     pub struct Int64Value {
@@ -383,6 +397,15 @@ impl RuntimeClient {
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
+        let timeout = self.timeout;
+        self.call_within(service, method, request, timeout).await
+    }
+
+    async fn call_within<Req, Resp>(&mut self, service: &'static str, method: &'static str, request: Req, timeout: Duration) -> Result<Resp, CriError>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
         let endpoint = self.endpoint.clone();
         let call = async {
             self.grpc.ready().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
@@ -390,10 +413,10 @@ impl RuntimeClient {
             let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
             self.grpc.unary(tonic::Request::new(request), path, codec).await
         };
-        match tokio::time::timeout(self.timeout, call).await {
+        match tokio::time::timeout(timeout, call).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(source)) => Err(CriError::Call { method, endpoint, source }),
-            Err(_) => Err(CriError::Timeout { method, endpoint, timeout: self.timeout }),
+            Err(_) => Err(CriError::Timeout { method, endpoint, timeout }),
         }
     }
 
@@ -429,6 +452,15 @@ impl RuntimeClient {
         let request = api::ListImagesRequest { filter: Some(api::ImageFilter { image: Some(api::ImageSpec { image: name.into(), ..Default::default() }) }) };
         let response: api::ListImagesResponse = self.call(IMAGE_SERVICE, "ListImages", request).await?;
         Ok(response.images)
+    }
+
+    /// `ImageService.PullImage` of a name, as `crictl pull` sends it; the runtime's reference of the
+    /// image. A pull takes as long as the download: the call waits up to `within` (crictl's pull has no
+    /// deadline of its own either; the per-call timeout is for the quick calls).
+    pub async fn pull_image(&mut self, image: &str, within: Duration) -> Result<String, CriError> {
+        let request = api::PullImageRequest { image: Some(api::ImageSpec { image: image.into(), ..Default::default() }) };
+        let response: api::PullImageResponse = self.call_within(IMAGE_SERVICE, "PullImage", request, within).await?;
+        Ok(response.image_ref)
     }
 
     /// `ImageService.ImageStatus` of a name, digest reference or (short) image ID. An image the runtime

@@ -1,5 +1,5 @@
 //! What a run waits for and watches: the target of a scenario (its pods' selector, its claim) and the
-//! gates on pods, nodes, claims and events that its symptom and recovery name. Scenario files hold
+//! gates on pods, nodes, claims, Deployments and events that its symptom and recovery name. Scenario files hold
 //! them; `wait`, `events` and the faults read them without depending on the scenario loader.
 
 use schemars::JsonSchema;
@@ -61,6 +61,17 @@ pub struct ConditionGate {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGate {
+    pub condition: ConditionGate,
+}
+
+/// A condition on one of the workload's Deployments, for example `Progressing` `False` with reason
+/// `ProgressDeadlineExceeded`: the Deployment controller's own deadline for a rollout that makes no
+/// progress (`spec.progressDeadlineSeconds`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeploymentGate {
+    /// The Deployment's name; the workload must make it.
+    pub name: String,
     pub condition: ConditionGate,
 }
 

@@ -169,6 +169,11 @@ enum Command {
         /// the host's user namespace, a loop file on the host's disk); `faultlab show` says which.
         #[arg(long, env = "FAULTLAB_ALLOW_HOST_WIDE")]
         allow_host_wide: bool,
+        /// On kind, a new cluster for every scenario. By default scenarios whose kind needs are the same
+        /// share one (run next to each other, faults undone between them, the node checked to be as the
+        /// cluster was made before the next; a failed run's cluster is deleted).
+        #[arg(long)]
+        fresh_cluster: bool,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -410,6 +415,9 @@ async fn main() -> Result<()> {
             if let Some(p) = &sc.symptom.pod {
                 println!("          pod {}", faultlab::wait::gate_text(p));
             }
+            if let Some(d) = &sc.symptom.deployment {
+                println!("          {}", faultlab::wait::deployment_text(d));
+            }
             for e in &sc.symptom.events {
                 println!("          event {} /{}/", e.reason, e.message);
             }
@@ -419,6 +427,9 @@ async fn main() -> Result<()> {
             }
             if let Some(p) = &sc.recovery.pod {
                 println!("recovery: within {}: pod {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::gate_text(p));
+            }
+            if let Some(d) = &sc.recovery.deployment {
+                println!("recovery: within {}: {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::deployment_text(d));
             }
         }
         Command::Schema => print!("{}", scenario::json_schema()),
@@ -432,17 +443,22 @@ async fn main() -> Result<()> {
                 bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, hold, allow_host_wide } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, hold, allow_host_wide, fresh_cluster } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
-            let scenarios = targets(&dir, &target, &mut broken)?;
+            let mut scenarios = targets(&dir, &target, &mut broken)?;
+            let sharing = matches!(choice, suite::ProviderChoice::Kind { .. }) && !fresh_cluster && scenarios.len() > 1;
+            if sharing {
+                scenarios = suite::group_by_kind_needs(scenarios);
+            }
+            let mut shared = suite::SharedClusters::default();
             let started = Instant::now();
             let mut reports: Vec<ScenarioReport> = Vec::new();
             for s in &scenarios {
                 let rec = Recorder::default();
                 let ticker = progress(rec.clone(), s.name().to_string());
                 let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold, allow_host_wide, expectations: cli.expectations.clone() };
-                let report = suite::run(s, &choice, &options, rec).await;
+                let report = suite::run_with(s, &choice, &options, rec, sharing.then_some(&mut shared)).await;
                 ticker.abort();
                 if output == Output::Text {
                     println!("{}", report.line());
@@ -455,6 +471,18 @@ async fn main() -> Result<()> {
                 if let Some(signal) = suite::interrupted() {
                     eprintln!("{signal}: stopped after {} of {} scenario(s)", reports.len(), scenarios.len());
                     break;
+                }
+            }
+            let rec = Recorder::default();
+            match shared.release(&rec).await {
+                Ok(Some(name)) if keep => eprintln!("note: --keep: kind cluster {name} is kept; delete it with `kind delete cluster --name {name}` or `faultlab cleanup`"),
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("error: deleting the last shared kind cluster: {e}");
+                    if let Some(last) = reports.last_mut() {
+                        last.teardown_errors.push(e.to_string());
+                        last.status = faultlab::report::Status::Failed;
+                    }
                 }
             }
             let suite = SuiteReport { wall_seconds: started.elapsed().as_secs_f64(), scenarios: reports };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::events::{EventLog, EventsError};
-use crate::gates::{ClaimGate, NodeGate, PodGate};
+use crate::gates::{ClaimGate, DeploymentGate, NodeGate, PodGate};
 use crate::journal::{Journal, JournalError};
 use crate::record::{Channel, Recorder};
 use crate::wait::{self, WaitError};
@@ -23,6 +23,8 @@ pub trait Observe: Send + Sync {
     async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError>;
     /// Until claim `name` in `ns` satisfies `gate`.
     async fn claim(&self, ns: &str, name: &str, gate: &ClaimGate, within: Duration) -> Result<(), WaitError>;
+    /// Until Deployment `gate.name` in `ns` has the gate's condition.
+    async fn deployment(&self, ns: &str, gate: &DeploymentGate, within: Duration) -> Result<(), WaitError>;
     /// Until some pod of `ns` that `selector` selects satisfies `gate`.
     async fn pods(&self, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError>;
     /// Start watching the Events of `namespace` (if given) and those about node `node`; returns once
@@ -61,6 +63,10 @@ impl Observe for Live {
         wait::claim(&self.client, ns, name, gate, within).await.map(drop)
     }
 
+    async fn deployment(&self, ns: &str, gate: &DeploymentGate, within: Duration) -> Result<(), WaitError> {
+        wait::deployment(&self.client, ns, gate, within).await.map(drop)
+    }
+
     async fn pods(&self, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
         wait::pod_gate(&self.client, ns, selector, gate, within).await
     }
@@ -82,6 +88,76 @@ impl Observe for Live {
 
     fn fault_in_place(&self, absent: Option<String>) -> Result<(), String> {
         absent.map_or(Ok(()), Err)
+    }
+}
+
+/// Another [`Observe`], with the time spent in its gates (pods, nodes, claims, Deployments, a hold)
+/// added to a clock: the time a run waited on the cluster, as opposed to its own work (API calls, node
+/// commands, listing events, settling, undoing).
+pub struct Timed {
+    inner: std::sync::Arc<dyn Observe>,
+    waited: std::sync::Arc<std::sync::Mutex<Duration>>,
+}
+
+impl Timed {
+    pub fn new(inner: std::sync::Arc<dyn Observe>) -> Timed {
+        Timed { inner, waited: Default::default() }
+    }
+
+    /// The clock: the time spent in gates so far.
+    pub fn clock(&self) -> std::sync::Arc<std::sync::Mutex<Duration>> {
+        self.waited.clone()
+    }
+
+    async fn timed<T>(&self, wait: impl std::future::Future<Output = T>) -> T {
+        // tokio's clock: the real one in a run, a virtual one in tests.
+        let started = tokio::time::Instant::now();
+        let out = wait.await;
+        *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
+        out
+    }
+}
+
+#[async_trait]
+impl Observe for Timed {
+    async fn node_untainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.node_untainted(node, within)).await
+    }
+
+    async fn node_tainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.node_tainted(node, within)).await
+    }
+
+    async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.node(node, gate, within)).await
+    }
+
+    async fn claim(&self, ns: &str, name: &str, gate: &ClaimGate, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.claim(ns, name, gate, within)).await
+    }
+
+    async fn deployment(&self, ns: &str, gate: &DeploymentGate, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.deployment(ns, gate, within)).await
+    }
+
+    async fn pods(&self, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
+        self.timed(self.inner.pods(ns, selector, gate, within)).await
+    }
+
+    async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {
+        self.inner.events(namespace, node).await
+    }
+
+    async fn undo(&self, journal: &Journal) -> Vec<JournalError> {
+        self.inner.undo(journal).await
+    }
+
+    async fn hold(&self, d: Duration) {
+        self.timed(self.inner.hold(d)).await
+    }
+
+    fn fault_in_place(&self, absent: Option<String>) -> Result<(), String> {
+        self.inner.fault_in_place(absent)
     }
 }
 
@@ -114,6 +190,10 @@ impl Observe for Planned {
 
     async fn claim(&self, _: &str, name: &str, gate: &ClaimGate, _: Duration) -> Result<(), WaitError> {
         self.wait(format!("pvc {name} phase={}", gate.phase))
+    }
+
+    async fn deployment(&self, _: &str, gate: &DeploymentGate, _: Duration) -> Result<(), WaitError> {
+        self.wait(wait::deployment_text(gate))
     }
 
     async fn pods(&self, _: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
@@ -153,5 +233,61 @@ mod tests {
         log.wait_for(&[], Duration::from_secs(3600)).await.unwrap();
         let lines: Vec<String> = rec.entries().into_iter().map(|e| e.line).collect();
         assert_eq!(lines, ["node n1 Ready=True", "pod -l app=web phase=Running (within 1m30s)", "watch /api/v1/namespaces/ns/events and events of node n1"]);
+    }
+
+    /// Gates that take a while (virtual time), everything else at once.
+    struct Slow(Recorder);
+
+    #[async_trait]
+    impl Observe for Slow {
+        async fn node_untainted(&self, _: &str, _: Duration) -> Result<(), WaitError> {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(())
+        }
+        async fn node_tainted(&self, _: &str, _: Duration) -> Result<(), WaitError> {
+            Ok(())
+        }
+        async fn node(&self, _: &str, _: &NodeGate, _: Duration) -> Result<(), WaitError> {
+            Ok(())
+        }
+        async fn claim(&self, _: &str, _: &str, _: &ClaimGate, _: Duration) -> Result<(), WaitError> {
+            Ok(())
+        }
+        async fn deployment(&self, _: &str, _: &DeploymentGate, _: Duration) -> Result<(), WaitError> {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Err(WaitError::Timeout { what: "d".into(), within: Duration::from_secs(5), last: String::new() })
+        }
+        async fn pods(&self, _: &str, _: &str, _: &PodGate, _: Duration) -> Result<(), WaitError> {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok(())
+        }
+        async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            Ok(EventLog::planned(self.0.clone(), namespace, node))
+        }
+        async fn undo(&self, _: &Journal) -> Vec<JournalError> {
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            Vec::new()
+        }
+        async fn hold(&self, d: Duration) {
+            tokio::time::sleep(d).await;
+        }
+        fn fault_in_place(&self, _: Option<String>) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_counts_the_gates_and_the_hold_not_the_events_or_the_undo() {
+        let timed = Timed::new(std::sync::Arc::new(Slow(Recorder::default())));
+        let clock = timed.clock();
+        timed.node_untainted("n", Duration::from_secs(60)).await.unwrap();
+        timed.pods("ns", "app=web", &PodGate::default(), Duration::from_secs(60)).await.unwrap();
+        let gate = DeploymentGate { name: "web".into(), condition: ConditionGate { type_: "Progressing".into(), status: "False".into(), reason: None } };
+        assert!(timed.deployment("ns", &gate, Duration::from_secs(5)).await.is_err(), "a gate's error is passed on, its time counted");
+        timed.hold(Duration::from_secs(13)).await;
+        timed.events(Some("ns"), "n").await.unwrap();
+        timed.undo(&Journal::in_memory("x")).await;
+        assert_eq!(*clock.lock().unwrap(), Duration::from_secs(2 + 3 + 5 + 13), "events (7 s) and undo (11 s) are faultlab's own");
     }
 }

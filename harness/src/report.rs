@@ -34,6 +34,9 @@ pub struct ScenarioReport {
     /// Seconds the provider took to create or connect to the cluster (kind creation is not a phase).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_seconds: Option<f64>,
+    /// The kind cluster it ran on (scenarios that shared one name the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// Seconds per phase.
     pub timings: Timings,
     pub events: Vec<Normalised>,
@@ -62,6 +65,7 @@ impl ScenarioReport {
             failed_phase: None,
             error: Some(reason.into()),
             cluster_seconds: None,
+            cluster: None,
             timings: Timings::default(),
             events: vec![],
             snapshot: SnapshotResult::Skipped(reason.into()),
@@ -173,7 +177,7 @@ mod tests {
         ok.status = Status::Passed;
         ok.error = None;
         ok.platform = "k8s-1.20-containerd-1.6-amd64".into();
-        ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0) };
+        ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: None };
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
         let suite = SuiteReport { wall_seconds: 30.0, scenarios: vec![ok.clone(), ignored] };
         assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s");

@@ -18,7 +18,7 @@ use crate::node::{Executor, HostExecutor, Node, NodeProfile, ScriptedExecutor};
 use crate::observe::{Live, Observe, Planned};
 use crate::provider::Cluster;
 use crate::record::{Channel, Phase, Recorder};
-use crate::scenario::{ClaimGate, ConditionGate, Loaded, NodeGate, PodGate, ScenarioError};
+use crate::scenario::{ClaimGate, ConditionGate, DeploymentGate, Loaded, NodeGate, PodGate, ScenarioError};
 use crate::vars::Vars;
 use crate::wait::WaitError;
 
@@ -67,6 +67,11 @@ pub struct Timings {
     pub fix: Option<f64>,
     pub recovery: Option<f64>,
     pub teardown: Option<f64>,
+    /// Of the phases' time, the seconds spent in gates: waiting on the cluster (pods, nodes, claims,
+    /// Deployments, `--hold`). The rest is faultlab's own work and the latency of its calls (API calls,
+    /// node commands, listing events, settling, undoing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<f64>,
 }
 
 impl Timings {
@@ -98,12 +103,12 @@ impl Timings {
 struct Backends {
     exec: Arc<dyn Executor>,
     kube: Kube,
-    observe: Arc<dyn Observe>,
+    observe: Arc<crate::observe::Timed>,
 }
 
 impl Backends {
     fn live(client: kube::Client, rec: Recorder) -> Backends {
-        Backends { exec: Arc::new(HostExecutor), kube: Kube::new(client.clone(), rec), observe: Arc::new(Live { client }) }
+        Backends { exec: Arc::new(HostExecutor), kube: Kube::new(client.clone(), rec), observe: Arc::new(crate::observe::Timed::new(Arc::new(Live { client }))) }
     }
 }
 
@@ -119,6 +124,8 @@ pub struct Run {
     pub events: Option<EventLog>,
     pub timings: Timings,
     started: Option<Instant>,
+    /// The time spent in gates so far ([`crate::observe::Timed`]).
+    waited: Arc<std::sync::Mutex<Duration>>,
 }
 
 impl Run {
@@ -151,24 +158,25 @@ impl Run {
         let fault = scenario.scenario.fault.fault();
         let exec = Arc::new(ScriptedExecutor::new(fault.plan_answers(&node, &namespace)));
         let kube = Kube::scripted(rec.clone(), fault.plan_api_answers(&scenario.scenario.workload.target));
-        Self::build(scenario, namespace, node, Backends { exec, kube, observe: Arc::new(Planned { rec }) }, journal)
+        Self::build(scenario, namespace, node, Backends { exec, kube, observe: Arc::new(crate::observe::Timed::new(Arc::new(Planned { rec }))) }, journal)
     }
 
     fn build(scenario: Loaded, namespace: String, node: NodeProfile, backends: Backends, journal: Journal) -> Run {
         let access = node.access().expect("node profiles are validated to have access");
         let vars = Vars::new(&namespace, &node);
+        let waited = backends.observe.clock();
         let ctx = Ctx {
             node: Node::new(node, access, backends.exec.clone()),
             host: backends.exec,
             kube: backends.kube,
-            observe: backends.observe,
+            observe: backends.observe as Arc<dyn Observe>,
             journal,
             namespace: namespace.clone(),
             target: scenario.scenario.workload.target.clone(),
             vars,
         };
         let fault = Arc::new(scenario.scenario.fault.clone());
-        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), events: None, timings: Timings::default(), started: None }
+        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), events: None, timings: Timings::default(), started: None, waited }
     }
 
     fn rec(&self) -> &Recorder {
@@ -185,6 +193,8 @@ impl Run {
         if let Some(s) = self.started.take() {
             self.timings.set(phase, s.elapsed());
         }
+        let waited = *self.waited.lock().unwrap_or_else(|p| p.into_inner());
+        self.timings.waiting = Some((waited.as_secs_f64() * 1000.0).round() / 1000.0);
     }
 
     pub fn journal(&self) -> &Journal {
@@ -249,7 +259,7 @@ impl Run {
         self.begin(Phase::Symptom);
         let s = self.scenario.scenario.symptom.clone();
         let deadline = Instant::now() + s.within.0;
-        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), deadline).await.map_err(RunError::Symptom)?;
+        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), s.deployment.as_ref(), deadline).await.map_err(RunError::Symptom)?;
         let gates = events::compile(&s.events, &self.ctx.vars).map_err(RunError::SymptomEvents)?;
         if let Some(log) = &self.events {
             log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?;
@@ -276,18 +286,21 @@ impl Run {
         self.begin(Phase::Recovery);
         let r = self.scenario.scenario.recovery.clone();
         let deadline = Instant::now() + r.within.0;
-        self.await_gates(r.pod.as_ref(), r.node.as_ref(), r.claim.as_ref(), deadline).await.map_err(RunError::Recovery)?;
+        self.await_gates(r.pod.as_ref(), r.node.as_ref(), r.claim.as_ref(), r.deployment.as_ref(), deadline).await.map_err(RunError::Recovery)?;
         self.end(Phase::Recovery);
         Ok(())
     }
 
-    async fn await_gates(&self, pod: Option<&PodGate>, node: Option<&NodeGate>, claim: Option<&ClaimGate>, deadline: Instant) -> Result<(), WaitError> {
+    async fn await_gates(&self, pod: Option<&PodGate>, node: Option<&NodeGate>, claim: Option<&ClaimGate>, deployment: Option<&DeploymentGate>, deadline: Instant) -> Result<(), WaitError> {
         if let Some(gate) = node {
             self.ctx.observe.node(self.ctx.node.name(), gate, remaining(deadline)).await?;
         }
         if let Some(gate) = claim {
             let name = self.ctx.target.claim.clone().unwrap_or_default();
             self.ctx.observe.claim(&self.namespace, &name, gate, remaining(deadline)).await?;
+        }
+        if let Some(gate) = deployment {
+            self.ctx.observe.deployment(&self.namespace, gate, remaining(deadline)).await?;
         }
         if let Some(gate) = pod {
             self.wait_pods(gate, remaining(deadline)).await?;
@@ -353,7 +366,7 @@ impl Run {
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
-            if let Err(e) = self.await_gates(None, Some(&ready), None, Instant::now() + Duration::from_secs(90)).await {
+            if let Err(e) = self.await_gates(None, Some(&ready), None, None, Instant::now() + Duration::from_secs(90)).await {
                 tracing::warn!("teardown: node {} not Ready again: {e}", self.ctx.node.name());
             }
         }

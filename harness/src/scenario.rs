@@ -17,7 +17,7 @@ use crate::datafile::{self, ApiVersion, DataFileError};
 use crate::manifest;
 use crate::duration::Span;
 use crate::faults::FaultSpec;
-pub use crate::gates::{ClaimGate, ConditionGate, EventGate, NodeGate, PodGate, Target};
+pub use crate::gates::{ClaimGate, ConditionGate, DeploymentGate, EventGate, NodeGate, PodGate, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ScenarioKind {
@@ -115,6 +115,8 @@ pub struct Symptom {
     pub node: Option<NodeGate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimGate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentGate>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventGate>,
 }
@@ -140,6 +142,8 @@ pub struct Recovery {
     pub node: Option<NodeGate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimGate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentGate>,
 }
 
 /// What the event snapshot leaves out.
@@ -341,9 +345,15 @@ fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>
     }
 
     // Gates.
-    for (field, pod, node, claim) in [("symptom", &s.symptom.pod, &s.symptom.node, &s.symptom.claim), ("recovery", &s.recovery.pod, &s.recovery.node, &s.recovery.claim)] {
-        if pod.is_none() && node.is_none() && claim.is_none() {
-            problems.push(Problem::new(field, "needs at least one of pod, node or claim (the gate that decides the phase)"));
+    for (field, pod, node, claim, deployment) in [
+        ("symptom", &s.symptom.pod, &s.symptom.node, &s.symptom.claim, &s.symptom.deployment),
+        ("recovery", &s.recovery.pod, &s.recovery.node, &s.recovery.claim, &s.recovery.deployment),
+    ] {
+        if pod.is_none() && node.is_none() && claim.is_none() && deployment.is_none() {
+            problems.push(Problem::new(field, "needs at least one of pod, node, claim or deployment (the gate that decides the phase)"));
+        }
+        if let Some(d) = deployment {
+            problems.extend(check_condition(&format!("{field}.deployment.condition"), &d.condition));
         }
         if let Some(pod) = pod {
             if let Some(phase) = &pod.phase {
@@ -563,6 +573,14 @@ fn check_workload_refs(s: &Scenario, docs: &[manifest::Doc], problems: &mut Vec<
         let claims: Vec<String> = docs.iter().flat_map(|d| d.claim_names()).collect();
         if !claims.contains(claim) {
             problems.push(Problem::new("workload.target.claim", format!("{claim:?}: the workload makes no such claim (it makes: {})", if claims.is_empty() { "none".to_string() } else { claims.join(", ") })));
+        }
+    }
+    for (field, gate) in [("symptom.deployment.name", &s.symptom.deployment), ("recovery.deployment.name", &s.recovery.deployment)] {
+        if let Some(d) = gate {
+            let made: Vec<&str> = docs.iter().filter(|doc| doc.kind() == "Deployment").map(|doc| doc.name()).collect();
+            if !made.contains(&d.name.as_str()) {
+                problems.push(Problem::new(field, format!("{:?}: the workload makes no such Deployment (it makes: {})", d.name, if made.is_empty() { "none".to_string() } else { made.join(", ") })));
+            }
         }
     }
     // A parameter that is no name at all is reported once, by the fault's check.

@@ -219,132 +219,304 @@ pub fn host_wide_refusal(scenario: &Loaded, choice: &ProviderChoice, allow_host_
     }
 }
 
-/// Run one scenario end to end and report it.
+/// Kind clusters kept between the scenarios of one `faultlab run --all` (`--fresh-cluster` turns it off):
+/// a scenario whose kind needs (config patches, node bootstrap, disk) equal the kept cluster's runs on it;
+/// one that needs another deletes it and creates its own, which is kept in turn. A cluster is kept only
+/// while every run on it passed and left its node as it found it (the node's state, every fault's
+/// footprint, equal to the state right after creation); otherwise its logs are exported (failed runs) and
+/// it is deleted, so the next scenario starts on a new one. [`SharedClusters::release`] deletes the last.
+#[derive(Default)]
+pub struct SharedClusters {
+    current: Option<Shared>,
+}
+
+struct Shared {
+    needs: crate::provider::kind::KindNeeds,
+    kind: Kind,
+    cluster: crate::provider::Cluster,
+    /// The node's state right after the cluster was created.
+    clean: String,
+    /// The scenarios that ran on it so far.
+    ran: Vec<String>,
+}
+
+impl SharedClusters {
+    /// Delete the kept cluster, if any (the end of a suite; with `--keep` only say how).
+    pub async fn release(&mut self, rec: &Recorder) -> Result<Option<String>, crate::provider::ProviderError> {
+        match self.current.take() {
+            Some(s) => s.kind.release(&s.cluster, rec).await.map(|()| Some(s.kind.name.clone())),
+            None => Ok(None),
+        }
+    }
+
+    /// The kept cluster's name, if one is kept.
+    pub fn kept(&self) -> Option<&str> {
+        self.current.as_ref().map(|s| s.kind.name.as_str())
+    }
+}
+
+/// Order scenarios so that those with the same kind needs are next to each other (stable: the first
+/// scenario of each group keeps the group's place), which lets [`SharedClusters`] create one cluster
+/// per group.
+pub fn group_by_kind_needs(scenarios: Vec<Loaded>) -> Vec<Loaded> {
+    let mut groups: Vec<(crate::provider::kind::KindNeeds, Vec<Loaded>)> = Vec::new();
+    for s in scenarios {
+        let needs = crate::provider::kind::KindNeeds::of(&s.scenario.fault.fault().needs());
+        match groups.iter_mut().find(|(n, _)| *n == needs) {
+            Some((_, g)) => g.push(s),
+            None => groups.push((needs, vec![s])),
+        }
+    }
+    groups.into_iter().flat_map(|(_, g)| g).collect()
+}
+
+fn failed(mut r: ScenarioReport, phase: Phase, e: String) -> ScenarioReport {
+    r.status = Status::Failed;
+    r.failed_phase = Some(phase);
+    r.error = Some(e);
+    r.snapshot = SnapshotResult::Skipped("the run failed".into());
+    r
+}
+
+/// Run one scenario end to end and report it, on a cluster of its own (kind) or the existing one.
 pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder) -> ScenarioReport {
-    let allow_existing = options.allow_existing.as_deref();
+    run_with(scenario, choice, options, rec, None).await
+}
+
+/// [`run`], where a kind run may use (and leave) a shared cluster.
+pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder, shared: Option<&mut SharedClusters>) -> ScenarioReport {
     let mut report = ScenarioReport::ignored(scenario.name(), "");
     report.provider = choice.name().into();
     report.status = Status::Failed;
     report.error = None;
-    let fail = |mut r: ScenarioReport, phase: Phase, e: String| {
-        r.status = Status::Failed;
-        r.failed_phase = Some(phase);
-        r.error = Some(e);
-        r.snapshot = SnapshotResult::Skipped("the run failed".into());
-        r
-    };
     if let Some(refusal) = host_wide_refusal(scenario, choice, options.allow_host_wide) {
-        return fail(report, Phase::Setup, refusal);
+        return failed(report, Phase::Setup, refusal);
     }
     // Where the snapshots are, settled before anything is created.
     let store = match snapshot::Store::for_scenario(&scenario.path, options.expectations.as_deref()) {
         Ok(store) => store,
-        Err(e) => return fail(report, Phase::Setup, e.to_string()),
+        Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
+    match (choice, shared) {
+        (ProviderChoice::Kind { arch, keep, node_image }, Some(pool)) => {
+            run_shared(scenario, (*arch, *keep, node_image.clone()), options, rec, pool, report, store).await
+        }
+        _ => run_fresh(scenario, choice, options, rec, report, store).await,
+    }
+}
+
+/// A cluster to run on, connected: what [`execute_on`] needs.
+struct Ready {
+    cluster: crate::provider::Cluster,
+    client: kube::Client,
+    node: NodeProfile,
+}
+
+/// Check that faults may go into the cluster, connect, ask the platform and pick the node.
+async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, allow_existing: Option<&str>, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), String> {
+    check_safety(cluster, allow_existing).map_err(|e| e.to_string())?;
+    let client = tokio::select! {
+        c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string())?,
+        name = interrupts.recv() => return Err(format!("interrupted by {name} while connecting to the cluster")),
+    };
+    // The platform names the snapshot directory: kind's comes from what the nodes report.
+    let kube = crate::kube_ops::Kube::new(client.clone(), rec.clone());
+    let platform = tokio::select! {
+        p = provider.platform(cluster, &kube) => p.map_err(|e| e.to_string())?,
+        name = interrupts.recv() => return Err(format!("interrupted by {name} while asking the nodes for the platform")),
+    };
+    let node = pick_node(&cluster.nodes).ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?;
+    Ok((Ready { cluster: cluster.clone(), client, node }, platform))
+}
+
+/// Create (or connect to) the cluster, or say why not in `report`: with the logs kind exported, and, if
+/// interrupted, what kind made so far deleted.
+async fn provision(provider: &dyn Provider, kind: Option<&KindTeardown>, rec: &Recorder, interrupts: &mut Interrupts, report: ScenarioReport) -> Result<crate::provider::Cluster, ScenarioReport> {
+    let created = tokio::select! {
+        c = provider.provision(rec) => c.map_err(|e| (e.to_string(), false)),
+        name = interrupts.recv() => Err((format!("interrupted by {name} while creating the cluster"), true)),
+    };
+    let (e, interrupted) = match created {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    let mut r = failed(report, Phase::Setup, e);
+    if let Some(k) = kind {
+        if k.logs.is_dir() {
+            r.logs = Some(k.logs.display().to_string());
+        }
+        // Interrupted: kind and its children were killed; delete what they made so far.
+        if interrupted {
+            if let Err(e) = provider.release(&k.cluster, rec).await {
+                r.teardown_errors.push(e.to_string());
+            }
+        }
+        r.notes.extend(k.keep_note.clone());
+    }
+    r.record = rec.entries();
+    Err(r)
+}
+
+/// A scenario on its own cluster (kind: created for it and deleted after it) or on the existing one.
+async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder, mut report: ScenarioReport, store: snapshot::Store) -> ScenarioReport {
     let provider_started = Instant::now();
     let (provider, kind): (Box<dyn Provider>, Option<KindTeardown>) = match choice {
         ProviderChoice::Kind { arch, keep, node_image } => {
             let k = kind_provider(scenario, *arch, *keep, node_image.clone());
             let info = KindTeardown { cluster: k.cluster(), logs: k.logs_dir.clone(), keep_note: keep.then(|| k.keep_message()) };
+            report.cluster = Some(k.name.clone());
             (Box::new(k), Some(info))
         }
         ProviderChoice::Existing { description } => (Box::new(Existing { description: description.clone() }), None),
     };
     let mut interrupts = Interrupts::new();
-    let created = tokio::select! {
-        c = provider.provision(&rec) => c.map_err(|e| (e.to_string(), false)),
-        name = interrupts.recv() => Err((format!("interrupted by {name} while creating the cluster"), true)),
-    };
-    let cluster = match created {
+    let cluster = match provision(provider.as_ref(), kind.as_ref(), &rec, &mut interrupts, report.clone()).await {
         Ok(c) => c,
-        Err((e, interrupted)) => {
-            let mut r = fail(report, Phase::Setup, e);
-            if let Some(k) = &kind {
-                if k.logs.is_dir() {
-                    r.logs = Some(k.logs.display().to_string());
-                }
-                // Interrupted: kind and its children were killed; delete what they made so far.
-                if interrupted {
-                    if let Err(e) = provider.release(&k.cluster, &rec).await {
-                        r.teardown_errors.push(e.to_string());
-                    }
-                }
-                r.notes.extend(k.keep_note.clone());
-            }
-            r.record = rec.entries();
-            return r;
-        }
+        Err(r) => return r,
     };
     report.platform = cluster.platform.clone();
     report.node = pick_node(&cluster.nodes).map(|n| n.name).unwrap_or_default();
     report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-    let finish_provider = |report: ScenarioReport| async {
-        let mut report = report;
-        if let Some(k) = &kind {
-            // Logs of failed runs; an interrupted run only tears down.
+    let mut report = match connect(provider.as_ref(), &cluster, options.allow_existing.as_deref(), &rec, &mut interrupts).await {
+        Ok((ready, platform)) => {
+            drop(interrupts);
+            report.platform = platform;
+            execute_on(scenario, ready, options, &rec, report, &store).await
+        }
+        Err(e) => failed(report, Phase::Setup, e),
+    };
+    if let Some(k) = &kind {
+        // Logs of failed runs; an interrupted run only tears down.
+        if report.status == Status::Failed && interrupted().is_none() {
+            match provider.collect_logs(&cluster, &k.logs, &rec).await {
+                Ok(()) => report.logs = Some(k.logs.display().to_string()),
+                Err(e) => report.teardown_errors.push(e.to_string()),
+            }
+        }
+        if let Err(e) = provider.release(&cluster, &rec).await {
+            report.teardown_errors.push(e.to_string());
+        }
+        report.notes.extend(k.keep_note.clone());
+    }
+    report.record = rec.entries();
+    report
+}
+
+/// A kind scenario on the shared cluster of its needs (see [`SharedClusters`]).
+async fn run_shared(
+    scenario: &Loaded,
+    (arch, keep, node_image): (Arch, bool, Option<String>),
+    options: &RunOptions,
+    rec: Recorder,
+    pool: &mut SharedClusters,
+    mut report: ScenarioReport,
+    store: snapshot::Store,
+) -> ScenarioReport {
+    let provider_started = Instant::now();
+    let needs = crate::provider::kind::KindNeeds::of(&scenario.scenario.fault.fault().needs());
+    let mut interrupts = Interrupts::new();
+    let shared = match pool.current.take() {
+        Some(s) if s.needs == needs => {
+            rec.push(crate::record::Channel::Note, format!("on kind cluster {} (shared; created for {}, ran {} since)", s.kind.name, s.ran[0], s.ran.len()));
+            s
+        }
+        other => {
+            if let Some(old) = other {
+                // Another group's cluster: deleted before this one is created (one cluster at a time).
+                if let Err(e) = old.kind.release(&old.cluster, &rec).await {
+                    report.notes.push(format!("deleting the shared cluster {} failed: {e}", old.kind.name));
+                }
+            }
+            let kind = kind_provider(scenario, arch, keep, node_image);
+            report.cluster = Some(kind.name.clone());
+            let teardown = KindTeardown { cluster: kind.cluster(), logs: kind.logs_dir.clone(), keep_note: None };
+            let cluster = match provision(&kind, Some(&teardown), &rec, &mut interrupts, report.clone()).await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            let clean = match pick_node(&cluster.nodes) {
+                Some(n) => node_state(&n).await.map_err(|e| format!("reading the new node's state (to compare after each run): {e}")),
+                None => Err(format!("cluster {} lists no node", kind.name)),
+            };
+            match clean {
+                Ok(clean) => Shared { needs, kind, cluster, clean, ran: vec![] },
+                Err(e) => {
+                    let mut r = failed(report, Phase::Setup, e);
+                    if let Err(e) = kind.release(&cluster, &rec).await {
+                        r.teardown_errors.push(e.to_string());
+                    }
+                    r.record = rec.entries();
+                    return r;
+                }
+            }
+        }
+    };
+    report.cluster = Some(shared.kind.name.clone());
+    report.node = pick_node(&shared.cluster.nodes).map(|n| n.name).unwrap_or_default();
+    report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
+    let mut report = match connect(&shared.kind, &shared.cluster, None, &rec, &mut interrupts).await {
+        Ok((ready, platform)) => {
+            drop(interrupts);
+            report.platform = platform;
+            execute_on(scenario, ready, options, &rec, report, &store).await
+        }
+        Err(e) => failed(report, Phase::Setup, e),
+    };
+    let mut shared = shared;
+    shared.ran.push(scenario.name().to_string());
+    // Kept only if the run passed and the node is as the cluster was made.
+    let keep_it = if report.status != Status::Passed || interrupted().is_some() {
+        Err("the run did not pass".to_string())
+    } else {
+        match pick_node(&shared.cluster.nodes) {
+            Some(n) => match node_state(&n).await {
+                Ok(now) if now == shared.clean => Ok(()),
+                Ok(now) => Err(format!("the node is not as the cluster was made.\n--- made\n{}\n--- now\n{now}", shared.clean)),
+                Err(e) => Err(format!("reading the node's state failed: {e}")),
+            },
+            None => Err("no node".into()),
+        }
+    };
+    match keep_it {
+        Ok(()) => pool.current = Some(shared),
+        Err(why) => {
+            if report.status == Status::Passed {
+                // The run passed, but what it left would change the next one's: a failure of this run.
+                report = failed(report, Phase::Teardown, format!("shared kind cluster {}: {why}", shared.kind.name));
+            }
             if report.status == Status::Failed && interrupted().is_none() {
-                match provider.collect_logs(&cluster, &k.logs, &rec).await {
-                    Ok(()) => report.logs = Some(k.logs.display().to_string()),
+                match shared.kind.collect_logs(&shared.cluster, &shared.kind.logs_dir, &rec).await {
+                    Ok(()) => report.logs = Some(shared.kind.logs_dir.display().to_string()),
                     Err(e) => report.teardown_errors.push(e.to_string()),
                 }
             }
-            if let Err(e) = provider.release(&cluster, &rec).await {
+            if let Err(e) = shared.kind.release(&shared.cluster, &rec).await {
                 report.teardown_errors.push(e.to_string());
             }
-            report.notes.extend(k.keep_note.clone());
-        }
-        report.record = rec.entries();
-        report
-    };
-    if let Err(e) = check_safety(&cluster, allow_existing) {
-        let r = fail(report, Phase::Setup, e.to_string());
-        return finish_provider(r).await;
-    }
-    let connected = tokio::select! {
-        c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string()),
-        name = interrupts.recv() => Err(format!("interrupted by {name} while connecting to the cluster")),
-    };
-    let client = match connected {
-        Ok(c) => c,
-        Err(e) => {
-            let r = fail(report, Phase::Setup, e);
-            return finish_provider(r).await;
-        }
-    };
-    // The platform names the snapshot directory: kind's comes from what the nodes report.
-    let kube = crate::kube_ops::Kube::new(client.clone(), rec.clone());
-    let asked = tokio::select! {
-        p = provider.platform(&cluster, &kube) => p.map_err(|e| e.to_string()),
-        name = interrupts.recv() => Err(format!("interrupted by {name} while asking the nodes for the platform")),
-    };
-    match asked {
-        Ok(platform) => report.platform = platform,
-        Err(e) => {
-            let r = fail(report, Phase::Setup, e);
-            return finish_provider(r).await;
+            if keep {
+                report.notes.push(shared.kind.keep_message());
+            }
         }
     }
-    let Some(node) = pick_node(&cluster.nodes) else {
-        let r = fail(report, Phase::Setup, format!("cluster of context {} lists no node", cluster.context));
-        return finish_provider(r).await;
-    };
+    report.record = rec.entries();
+    report
+}
+
+/// The life cycle on a connected cluster, and the snapshot.
+async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: &Recorder, mut report: ScenarioReport, store: &snapshot::Store) -> ScenarioReport {
+    let Ready { cluster, client, node } = ready;
     report.node = node.name.clone();
     let run = match Run::new(scenario.clone(), &cluster, node, client, &journal::journal_dir(), rec.clone()) {
         Ok(mut r) => {
             r.hold = options.hold;
             r
         }
-        Err(e) => {
-            let r = fail(report, Phase::Setup, e.to_string());
-            return finish_provider(r).await;
-        }
+        Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
     report.namespace = run.namespace.clone();
     if let Some(name) = interrupted() {
-        let r = fail(report, Phase::Setup, format!("interrupted by {name} before the run started"));
-        return finish_provider(r).await;
+        return failed(report, Phase::Setup, format!("interrupted by {name} before the run started"));
     }
-    drop(interrupts);
     let (run, outcome) = runner::execute(run).await;
     if let Err(runner::RunError::Interrupted(name)) = &outcome.result {
         set_interrupted(name);
@@ -369,12 +541,10 @@ pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOption
                     Status::Failed
                 }
             };
+            report
         }
-        Err(e) => {
-            report = fail(report, outcome.phase, e.to_string());
-        }
+        Err(e) => failed(report, outcome.phase, e.to_string()),
     }
-    finish_provider(report).await
 }
 
 /// What any scenario may touch on a node, as text: every fault's footprint (images, routes, the
@@ -443,6 +613,20 @@ mod tests {
             let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into() };
             assert_eq!(host_wide_refusal(&s, &bed, false), None);
         }
+    }
+
+    #[test]
+    fn scenarios_with_the_same_kind_needs_run_next_to_each_other_in_first_seen_order() {
+        let names = ["cni-broken", "cpu-count", "configmap-missing", "pause-missing", "default-route", "disk-full", "storageclass-missing", "memory-limit-unit"];
+        let grouped: Vec<String> = group_by_kind_needs(names.iter().map(|n| scenario(n)).collect()).iter().map(|s| s.name().to_string()).collect();
+        assert_eq!(
+            grouped,
+            ["cni-broken", "configmap-missing", "default-route", "storageclass-missing", "memory-limit-unit", "cpu-count", "pause-missing", "disk-full"],
+            "no needs: one group where its first member was; a static CPU manager, a local sandbox image, a containerd disk: one each"
+        );
+        // A single group stays in its order.
+        let same: Vec<String> = group_by_kind_needs(vec![scenario("storageclass-missing"), scenario("configmap-missing")]).iter().map(|s| s.name().to_string()).collect();
+        assert_eq!(same, ["storageclass-missing", "configmap-missing"]);
     }
 
     #[test]

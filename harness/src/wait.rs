@@ -1,10 +1,11 @@
-//! Gates: watch-based waits for pod, node and claim conditions, with what was last seen on timeout.
+//! Gates: watch-based waits for pod, node, claim and Deployment conditions, with what was last seen on timeout.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -12,7 +13,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::gates::{ClaimGate, ConditionGate, NodeGate, PodGate};
+use crate::gates::{ClaimGate, ConditionGate, DeploymentGate, NodeGate, PodGate};
 
 #[derive(Debug, Error)]
 pub enum WaitError {
@@ -74,6 +75,42 @@ fn condition_matches(gate: &ConditionGate, type_: &str, status: &str, reason: Op
     // `A|B`: either alternative.
     let one_of = |want: &str, have: &str| want.split('|').any(|w| w == have);
     gate.type_ == type_ && one_of(&gate.status, status) && gate.reason.as_deref().is_none_or(|r| reason.is_some_and(|have| one_of(r, have)))
+}
+
+/// Does the Deployment have the gate's condition?
+pub fn deployment_matches(d: &Deployment, gate: &DeploymentGate) -> bool {
+    let conds = d.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    conds.iter().any(|c| condition_matches(&gate.condition, c.type_.as_deref().unwrap_or_default(), c.status.as_deref().unwrap_or_default(), c.reason.as_deref()))
+}
+
+/// `deployment/NAME: replicas R updated U ready r available a; Progressing=False (ProgressDeadlineExceeded) ...`.
+pub fn describe_deployment(d: &Deployment) -> String {
+    let status = d.status.clone().unwrap_or_default();
+    let mut parts = vec![format!(
+        "replicas {} updated {} ready {} available {};",
+        status.replicas.unwrap_or(0),
+        status.updated_replicas.unwrap_or(0),
+        status.ready_replicas.unwrap_or(0),
+        status.available_replicas.unwrap_or(0)
+    )];
+    for c in status.conditions.unwrap_or_default() {
+        parts.push(format!("{}={}{}", c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason.map(|r| format!(" ({r})")).unwrap_or_default()));
+    }
+    format!("deployment/{}: {}", d.metadata.name.clone().unwrap_or_default(), parts.join(" "))
+}
+
+/// Wait until Deployment `gate.name` in `ns` has the gate's condition.
+pub async fn deployment(client: &Client, ns: &str, gate: &DeploymentGate, within: Duration) -> Result<Deployment, WaitError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let what = deployment_text(gate);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={}", gate.name));
+    watch_until(api, cfg, what, within, |d| deployment_matches(d, gate), describe_deployment).await
+}
+
+/// `deployment web Progressing=False (ProgressDeadlineExceeded)`.
+pub fn deployment_text(gate: &DeploymentGate) -> String {
+    let c = &gate.condition;
+    format!("deployment {} {}={}{}", gate.name, c.type_, c.status, c.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())
 }
 
 pub fn node_matches(node: &Node, gate: &NodeGate) -> bool {
@@ -291,6 +328,32 @@ pub fn gate_text(gate: &PodGate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deployment_gate_asks_its_condition_and_says_what_it_saw() {
+        let d: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "status": {"replicas": 1, "updatedReplicas": 1, "unavailableReplicas": 1, "conditions": [
+                {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+                {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+            ]}
+        }))
+        .unwrap();
+        let gate = |status: &str, reason: Option<&str>| DeploymentGate {
+            name: "web".into(),
+            condition: ConditionGate { type_: "Progressing".into(), status: status.into(), reason: reason.map(str::to_owned) },
+        };
+        assert!(deployment_matches(&d, &gate("False", Some("ProgressDeadlineExceeded"))));
+        assert!(deployment_matches(&d, &gate("True|False", None)));
+        assert!(!deployment_matches(&d, &gate("True", None)));
+        assert!(!deployment_matches(&d, &gate("False", Some("NewReplicaSetAvailable"))));
+        assert!(!deployment_matches(&Deployment::default(), &gate("False", None)), "no status, no condition");
+        assert_eq!(
+            describe_deployment(&d),
+            "deployment/web: replicas 1 updated 1 ready 0 available 0; Available=False (MinimumReplicasUnavailable) Progressing=False (ProgressDeadlineExceeded)"
+        );
+        assert_eq!(deployment_text(&gate("False", Some("ProgressDeadlineExceeded"))), "deployment web Progressing=False (ProgressDeadlineExceeded)");
+    }
 
     fn pod(json: serde_json::Value) -> Pod {
         serde_json::from_value(json).unwrap()

@@ -1,6 +1,7 @@
 //! `faultlab-cri`, the test bed's crictl, against the test bed's real containerd: a pod sandbox run,
 //! listed, stopped and removed, as the duplicate-container fault does; the test bed's images listed,
-//! filtered and inspected, as kind runs `crictl images` and `crictl inspecti` in its nodes. Bad input
+//! filtered and inspected, as kind runs `crictl images` and `crictl inspecti` in its nodes; a pull that
+//! the runtime fails. Bad input
 //! is checked without a runtime. Without the test bed the runtime trials are reported ignored.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         on_bed("sandbox-run-list-stop-remove", sandbox_life_cycle),
         on_bed("images-list-quiet-filter", images_listed),
         on_bed("inspecti-present-and-missing", images_inspected),
+        on_bed("pull-of-an-unknown-host-fails-naming-it", pull_fails),
         Trial::test("bad-config-is-refused-before-connecting", bad_config),
         Trial::test("bad-output-is-refused-before-connecting", bad_output),
         Trial::test("unreachable-runtime-names-the-endpoint", unreachable),
@@ -221,6 +223,19 @@ fn images_inspected(description: &Path) -> Result<(), Failed> {
     let err = String::from_utf8_lossy(&out.stderr);
     if out.status.success() || !err.contains(&format!("no such image \"{missing}\" present")) || !out.stdout.is_empty() {
         return Err(format!("inspecti {missing}: {} {err:?} {:?}", out.status, String::from_utf8_lossy(&out.stdout)).into());
+    }
+    Ok(())
+}
+
+/// `pull` goes to the runtime, which tries the image's registry: a host that cannot resolve fails the
+/// pull, and the error names the image (what the image-pull faults' fixes run, as `crictl pull`).
+fn pull_fails(description: &Path) -> Result<(), Failed> {
+    let (endpoint, _, _) = bed_images(description)?;
+    let image = "faultlab.invalid/no-such-image:1";
+    let out = cri(&endpoint, &["pull", "--pull-timeout", "60", image])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || !err.contains("PullImage") || !err.contains(image) || !out.stdout.is_empty() {
+        return Err(format!("pull {image}: {} {err:?} {:?}", out.status, String::from_utf8_lossy(&out.stdout)).into());
     }
     Ok(())
 }

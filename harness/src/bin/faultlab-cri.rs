@@ -1,5 +1,5 @@
-//! `faultlab-cri`: crictl's pod-sandbox commands (`version`, `pods`, `runp`, `stopp`, `rmp`) and image
-//! queries (`images`, `inspecti`), with crictl's flags, config files and output formats, for nodes that
+//! `faultlab-cri`: crictl's pod-sandbox commands (`version`, `pods`, `runp`, `stopp`, `rmp`), image
+//! queries (`images`, `inspecti`) and `pull`, with crictl's flags, config files and output formats, for nodes that
 //! have no crictl (the test bed, and faultlab's own kind node image, where it is installed as `crictl`
 //! for kind's `crictl images` and `crictl inspecti`). See `faultlab::cri`.
 
@@ -102,6 +102,15 @@ enum Command {
         #[arg(short, long, default_value = "table")]
         output: String,
     },
+    /// Pull an image (no login), waiting for as long as the download takes (up to --pull-timeout);
+    /// prints `Image is up to date for <reference>`, as crictl does.
+    Pull {
+        /// How long the pull may take, in seconds (crictl waits without end; 0 here means an hour).
+        #[arg(long, default_value = "0", value_parser = parse_seconds)]
+        pull_timeout: Duration,
+        #[arg(value_name = "IMAGE")]
+        image: String,
+    },
     /// The status of one or more images (by name, digest or ID); every listed image when none is named.
     Inspecti {
         /// json, yaml, go-template or table.
@@ -164,7 +173,7 @@ async fn run(cli: Cli) -> Result<()> {
         _ => {}
     }
     let endpoint = match &cli.command {
-        Command::Images { .. } | Command::Inspecti { .. } => cli.image_endpoint.as_deref().unwrap_or(&cli.runtime_endpoint),
+        Command::Images { .. } | Command::Inspecti { .. } | Command::Pull { .. } => cli.image_endpoint.as_deref().unwrap_or(&cli.runtime_endpoint),
         _ => &cli.runtime_endpoint,
     };
     let mut client = RuntimeClient::connect(endpoint, cli.timeout).await?;
@@ -226,6 +235,11 @@ async fn run(cli: Cli) -> Result<()> {
                 client.remove_pod_sandbox(&id).await?;
                 println!("Removed sandbox {id}");
             }
+        }
+        Command::Pull { pull_timeout, image } => {
+            let within = if pull_timeout.is_zero() { Duration::from_secs(3600) } else { pull_timeout };
+            let reference = client.pull_image(&image, within).await?;
+            println!("Image is up to date for {reference}");
         }
         Command::Images { image, quiet, verbose, digests, no_trunc, pinned, output } => {
             let images = list_images(&mut client, image.as_deref()).await?;

@@ -62,6 +62,17 @@ impl Spec {
     }
 }
 
+/// How nginx in front of a registry answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Every request passed to the registry.
+    All,
+    /// Every manifest request 429 `TOOMANYREQUESTS` (a used-up pull limit).
+    TooManyRequests,
+    /// Blobs sent at most this fast (nginx's `limit_rate`, bytes a second, `16k`): a slow download.
+    Slowly(String),
+}
+
 /// A registry of the run: its files on this machine and its addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registry {
@@ -152,19 +163,27 @@ impl Registry {
         text
     }
 
-    /// nginx in front: TLS with the registry's certificate and every request to the registry, or, when
-    /// `limited`, every manifest request (each pull asks for one first) answered as Docker Hub answers a
-    /// client whose pull limit is used up: 429 with `TOOMANYREQUESTS`, until the window ends (here: until
-    /// the run's end).
-    pub fn nginx_conf(&self, limited: bool) -> String {
+    /// nginx in front: TLS with the registry's certificate and every request to the registry; with
+    /// [`Answer::TooManyRequests`], every manifest request (each pull asks for one first) answered as
+    /// Docker Hub answers a client whose pull limit is used up: 429 with `TOOMANYREQUESTS`, until the
+    /// window ends (here: until the run's end); with [`Answer::Slowly`], blobs passed on at that rate
+    /// (nginx reads the registry's answer at once and sends it on slowly).
+    pub fn nginx_conf(&self, answer: &Answer) -> String {
         let d = |f: &str| self.file(f);
-        let limit = if limited {
-            "\x20       location ~ ^/v2/.+/manifests/ {\n\
+        let pass = format!(
+            "\x20           proxy_pass https://{back};\n\
+             \x20           proxy_set_header Host $http_host;\n\
+             \x20           proxy_set_header X-Forwarded-Proto https;\n",
+            back = self.registry_listen()
+        );
+        let limit = match answer {
+            Answer::All => String::new(),
+            Answer::TooManyRequests => "\x20       location ~ ^/v2/.+/manifests/ {\n\
              \x20           default_type application/json;\n\
              \x20           return 429 '{\"errors\":[{\"code\":\"TOOMANYREQUESTS\",\"message\":\"Too Many Requests. You have reached your pull rate limit.\"}]}';\n\
              \x20       }\n"
-        } else {
-            ""
+                .to_string(),
+            Answer::Slowly(rate) => format!("\x20       location ~ ^/v2/.+/blobs/ {{\n{pass}\x20           limit_rate {rate};\n\x20       }}\n"),
         };
         format!(
             "# faultlab: nginx in front of a registry of one run (harness/src/faults/registry.rs).\n\
@@ -187,9 +206,7 @@ impl Registry {
              \x20       client_max_body_size 0;\n\
              {limit}\
              \x20       location /v2/ {{\n\
-             \x20           proxy_pass https://{back};\n\
-             \x20           proxy_set_header Host $http_host;\n\
-             \x20           proxy_set_header X-Forwarded-Proto https;\n\
+             {pass}\
              \x20       }}\n\
              \x20   }}\n\
              }}\n",
@@ -200,7 +217,6 @@ impl Registry {
             front = self.front_listen(),
             crt = d("server.crt"),
             key = d("server.key"),
-            back = self.registry_listen(),
         )
     }
 
@@ -309,7 +325,7 @@ impl Registry {
         ctx.run_on_host(step, self.write("config.yml", self.config_yml())).await?;
         ctx.run_on_host(step, self.start_registry()).await?;
         if self.spec.proxy {
-            ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(false))).await?;
+            ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(&Answer::All))).await?;
             ctx.run_on_host(step, self.nginx(&[])).await?;
         }
         self.wait_ready(ctx, step, "ca").await?;
@@ -327,9 +343,9 @@ impl Registry {
         Cmd::new(["nginx", "-c", &self.file("nginx.conf"), "-e", &self.file("nginx-error.log")]).args(args.iter().copied())
     }
 
-    /// Answer pulls 429 (`limited`) or not, and make nginx read its configuration again.
-    pub async fn limit(&self, ctx: &Ctx, step: &str, limited: bool) -> Result<(), FaultError> {
-        ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(limited))).await?;
+    /// Answer as `answer` says from now on: nginx reads its configuration again.
+    pub async fn answer(&self, ctx: &Ctx, step: &str, answer: &Answer) -> Result<(), FaultError> {
+        ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(answer))).await?;
         ctx.run_on_host(step, self.nginx(&["-s", "reload"])).await?;
         Ok(())
     }
@@ -636,12 +652,18 @@ mod tests {
         assert!(!open.contains("auth:"), "{open}");
         let proxied = registry(Spec { proxy: true, ..Spec::main(false) });
         assert!(proxied.config_yml().contains("  addr: 127.0.0.1:5446\n"));
-        let conf = proxied.nginx_conf(true);
+        let conf = proxied.nginx_conf(&Answer::TooManyRequests);
         assert!(conf.contains("listen 198.18.213.1:5443 ssl;"), "{conf}");
         assert!(conf.contains("proxy_pass https://127.0.0.1:5446;"), "{conf}");
         assert!(conf.contains("location ~ ^/v2/.+/manifests/ {\n            default_type application/json;\n            return 429 '{\"errors\":[{\"code\":\"TOOMANYREQUESTS\""), "{conf}");
-        let unlimited = proxied.nginx_conf(false);
-        assert!(!unlimited.contains("429"), "{unlimited}");
+        let unlimited = proxied.nginx_conf(&Answer::All);
+        assert!(!unlimited.contains("429") && !unlimited.contains("limit_rate"), "{unlimited}");
+        let slow = proxied.nginx_conf(&Answer::Slowly("16k".into()));
+        assert!(
+            slow.contains("location ~ ^/v2/.+/blobs/ {\n            proxy_pass https://127.0.0.1:5446;\n            proxy_set_header Host $http_host;\n            proxy_set_header X-Forwarded-Proto https;\n            limit_rate 16k;\n        }\n"),
+            "{slow}"
+        );
+        assert!(!slow.contains("429"), "{slow}");
     }
 
     #[test]

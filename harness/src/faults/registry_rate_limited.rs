@@ -85,7 +85,7 @@ impl Fault for RegistryRateLimited {
         registry::pulling_deployment(ctx, &self.deployment).await?;
         let public = Registry::of(ctx, public())?;
         ctx.note(format!("the registry {}'s pull limit is used up: nginx answers every manifest request 429 toomanyrequests", public.endpoint()));
-        public.limit(ctx, "limit-pulls", true).await?;
+        public.answer(ctx, "limit-pulls", &registry::Answer::TooManyRequests).await?;
         ctx.restart_target("restart-workload").await
     }
 
