@@ -51,6 +51,10 @@ struct Target {
     /// With --all: leave this scenario out (repeatable). A name no scenario has is an error.
     #[arg(long, value_name = "SCENARIO", requires = "all")]
     skip: Vec<String>,
+    /// With --all: only part INDEX of COUNT (from 1), the scenarios split by name order, every COUNT-th
+    /// from the INDEX-th: CI's jobs each run one part (after --skip).
+    #[arg(long, value_name = "INDEX/COUNT", requires = "all")]
+    shard: Option<suite::Shard>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -302,7 +306,11 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
                 bail!("--skip {name}: no scenario of {} has that name (see `faultlab list`)", dir.display());
             }
         }
-        return Ok(set.good.into_iter().filter(|(name, _)| !target.skip.contains(name)).map(|(_, l)| l).collect());
+        let kept: Vec<Loaded> = set.good.into_iter().filter(|(name, _)| !target.skip.contains(name)).map(|(_, l)| l).collect();
+        return Ok(match target.shard {
+            Some(shard) => shard.take(kept),
+            None => kept,
+        });
     }
     match &target.scenario {
         Some(name) => Ok(vec![scenario::find(dir, name)?]),

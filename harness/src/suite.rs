@@ -255,6 +255,37 @@ impl SharedClusters {
     }
 }
 
+/// One part of a suite split into `of` parts (`--shard INDEX/OF`, from 1): with the scenarios in name
+/// order, the part holds every `of`-th one from the `index`-th on. The split depends on the names only,
+/// so every job of a CI matrix computes the same parts, and together they hold every scenario once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub of: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let form = || format!("{text:?} is not a shard: write INDEX/COUNT, for example 1/2 (the first of two parts)");
+        let (i, n) = text.split_once('/').ok_or_else(form)?;
+        let (index, of): (usize, usize) = (i.trim().parse().map_err(|_| form())?, n.trim().parse().map_err(|_| form())?);
+        if of == 0 || index == 0 || index > of {
+            return Err(format!("shard {text}: the index counts from 1 to the number of parts ({}), which is at least 1", of.max(1)));
+        }
+        Ok(Shard { index, of })
+    }
+}
+
+impl Shard {
+    /// This part of `scenarios` (in name order).
+    pub fn take(self, mut scenarios: Vec<Loaded>) -> Vec<Loaded> {
+        scenarios.sort_by(|a, b| a.name().cmp(b.name()));
+        scenarios.into_iter().enumerate().filter(|(k, _)| k % self.of == self.index - 1).map(|(_, s)| s).collect()
+    }
+}
+
 /// Order scenarios so that those with the same kind needs are next to each other (stable: the first
 /// scenario of each group keeps the group's place), which lets [`SharedClusters`] create one cluster
 /// per group.
@@ -613,6 +644,23 @@ mod tests {
             let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into() };
             assert_eq!(host_wide_refusal(&s, &bed, false), None);
         }
+    }
+
+    #[test]
+    fn shards_split_by_name_order_and_together_hold_every_scenario_once() {
+        let all: Vec<Loaded> = ["storageclass-missing", "cni-broken", "pause-missing", "configmap-missing", "cpu-count"].iter().map(|n| scenario(n)).collect();
+        let names = |v: Vec<Loaded>| v.iter().map(|s| s.name().to_string()).collect::<Vec<_>>();
+        let one: Shard = "1/2".parse().unwrap();
+        let two: Shard = "2/2".parse().unwrap();
+        assert_eq!(names(one.take(all.clone())), ["cni-broken", "cpu-count", "storageclass-missing"]);
+        assert_eq!(names(two.take(all.clone())), ["configmap-missing", "pause-missing"]);
+        assert_eq!(names("1/1".parse::<Shard>().unwrap().take(all.clone())).len(), 5);
+        assert!(names("5/5".parse::<Shard>().unwrap().take(all.clone())) == ["storageclass-missing"]);
+        assert!("6/5".parse::<Shard>().is_err() && "6/5".parse::<Shard>().unwrap_err().contains("from 1 to the number of parts (5)"));
+        for bad in ["0/2", "1/0", "a/b", "1", "", "1/2/3", "-1/2"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad:?}");
+        }
+        assert_eq!("1/x".parse::<Shard>().unwrap_err(), "\"1/x\" is not a shard: write INDEX/COUNT, for example 1/2 (the first of two parts)");
     }
 
     #[test]
