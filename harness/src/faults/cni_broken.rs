@@ -17,6 +17,7 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
@@ -175,17 +176,27 @@ fn script(text: &str, args: impl IntoIterator<Item = String>) -> Cmd {
     Cmd::new(argv)
 }
 
-/// Each reservation of `dir` as `ADDRESS CONTAINER-ID` (host-local ends the ID with `\r\n`).
+/// How long the scripts over a network's reservations may take: a /24 has 254 files, and on an emulated
+/// node (the arm64 VM, QEMU TCG) every process costs tens of milliseconds.
+const RESERVATIONS_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Each reservation of `dir` as `ADDRESS CONTAINER-ID` (host-local ends the ID with `\r\n`): one grep
+/// for every file's first line (a process per file took over a minute on the emulated arm64 node).
 fn list_reservations(dir: &str) -> Cmd {
-    script(r#"cd -- "$1" 2>/dev/null || exit 0; for f in *; do [ -f "$f" ] && printf '%s %s\n' "$f" "$(head -n 1 -- "$f" | tr -d '\r')"; done; exit 0"#, [dir.to_string()])
+    script(
+        r#"cd -- "$1" 2>/dev/null || exit 0; set -- *; [ -e "$1" ] || exit 0; grep -H -m 1 '' -- "$@" | sed -e 's/:/ /' -e 's/\r$//'; exit 0"#,
+        [dir.to_string()],
+    )
+    .timeout(RESERVATIONS_TIMEOUT)
 }
 
-/// Remove every reservation of `dir` held by `id`.
+/// Remove every reservation of `dir` held by `id` (whose first line is the ID, with or without the `\r`).
 pub fn remove_held_by(dir: &str, id: &str) -> Cmd {
     script(
-        r#"cd -- "$1" 2>/dev/null || exit 0; for f in *; do if [ -f "$f" ] && [ "$(head -n 1 -- "$f" | tr -d '\r')" = "$2" ]; then rm -f -- "$f"; fi; done; exit 0"#,
+        r#"id=$2; cd -- "$1" 2>/dev/null || exit 0; set -- *; [ -e "$1" ] || exit 0; cr=$(printf '\r'); for f in $(grep -l -x -F -e "$id" -e "$id$cr" -- "$@"); do rm -f -- "$f"; done; exit 0"#,
         [dir.to_string(), id.to_string()],
     )
+    .timeout(RESERVATIONS_TIMEOUT)
 }
 
 /// Reserve every address given for `id`, as host-local does (`ID\r\nIFNAME`), without touching one
@@ -405,6 +416,9 @@ mod tests {
         std::fs::create_dir(&d).unwrap();
         std::fs::write(d.join("198.18.0.2"), "live-id\r\neth0").unwrap();
         std::fs::write(d.join("last_reserved_ip.0"), "198.18.0.2").unwrap();
+        std::fs::write(d.join("lock"), "").unwrap();
+        // A reservation written without the \r is its holder's too.
+        std::fs::write(d.join("198.18.0.9"), format!("{LEAK_ID}\neth0")).unwrap();
         let run = |cmd: Cmd| {
             let out = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).output().unwrap();
             assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -416,12 +430,16 @@ mod tests {
         assert_eq!(std::fs::read_to_string(d.join("198.18.0.2")).unwrap(), "live-id\r\neth0");
         assert_eq!(std::fs::read_to_string(d.join("198.18.0.3")).unwrap(), format!("{LEAK_ID}\r\neth0"));
         let held = reservations(&run(list_reservations(ds)));
-        assert_eq!(held, vec![(all[0], "live-id".into()), (all[1], LEAK_ID.into()), (all[2], LEAK_ID.into())]);
+        assert_eq!(held, vec![(all[0], "live-id".into()), (all[1], LEAK_ID.into()), (all[2], LEAK_ID.into()), (Ipv4Addr::new(198, 18, 0, 9), LEAK_ID.into())]);
         run(take_over(ds, LEAK_ID, all[0]));
         run(remove_held_by(ds, LEAK_ID));
         let mut left: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
-        assert_eq!(left, ["last_reserved_ip.0"]);
+        assert_eq!(left, ["last_reserved_ip.0", "lock"]);
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert_eq!(run(list_reservations(empty.to_str().unwrap())), "", "no file, no reservation");
+        run(remove_held_by(empty.to_str().unwrap(), LEAK_ID));
         assert_eq!(run(list_reservations("/nonexistent/faultlab")), "", "no directory, no reservation");
     }
 

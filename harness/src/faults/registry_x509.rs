@@ -79,7 +79,12 @@ pub fn install_ca(endpoint: &str, file: &str) -> Cmd {
         endpoint,
         file,
     ])
+    .timeout(UPDATE_TIMEOUT)
 }
+
+/// How long an update of the node's CA store may take: update-ca-certificates rehashes every CA, which
+/// took over a minute on the emulated arm64 node (QEMU TCG).
+const UPDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Remove the file and the link update-ca-certificates made to it from the store, and update the store
 /// again (the undo; idempotent). Not `--fresh`, which makes every link again: the update removes the
@@ -92,6 +97,7 @@ pub fn remove_ca(file: &str) -> Cmd {
         "remove-ca",
         file,
     ])
+    .timeout(UPDATE_TIMEOUT)
 }
 
 /// A line of a PEM certificate that only it has (the last full line of its base64 text).
