@@ -256,6 +256,39 @@ pub async fn no_pods(client: &Client, ns: &str, selector: &str, within: Duration
     }
 }
 
+/// Has the pod its network: the host's, or an address of the pod network (its sandbox is set up,
+/// whether or not its containers run: an air-gapped node cannot pull coredns, and its sandbox still
+/// makes the node's pod network)?
+pub fn pod_networked(pod: &Pod) -> bool {
+    let host = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+    host || pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some_and(|ip| !ip.is_empty())
+}
+
+/// Wait until every pod of `ns` (but those being deleted) has its network ([`pod_networked`]): a new
+/// cluster's system pods, whose first sandbox changes the node (the pod network's bridge and route).
+pub async fn all_settled(client: &Client, ns: &str, within: Duration) -> Result<(), WaitError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("every pod of {ns} with its network (host network or a pod address)");
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let last = match api.list(&kube::api::ListParams::default()).await {
+            Ok(list) => {
+                let pods: Vec<&Pod> = list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+                let waiting: Vec<String> = pods.iter().filter(|p| !pod_networked(p)).map(|p| describe_pod(p)).collect();
+                if !pods.is_empty() && waiting.is_empty() {
+                    return Ok(());
+                }
+                if pods.is_empty() { "no pod yet".to_string() } else { waiting.join("\n") }
+            }
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(WaitError::Timeout { what, within, last });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Wait until node `name` satisfies `gate`.
 pub async fn node(client: &Client, name: &str, gate: &NodeGate, within: Duration) -> Result<Node, WaitError> {
     let api: Api<Node> = Api::all(client.clone());
@@ -328,6 +361,15 @@ pub fn gate_text(gate: &PodGate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_has_its_network_on_the_host_or_with_an_address() {
+        let p = |v: serde_json::Value| -> Pod { serde_json::from_value(v).unwrap() };
+        assert!(pod_networked(&p(serde_json::json!({"spec": {"containers": [], "hostNetwork": true}}))), "static control-plane pods");
+        assert!(pod_networked(&p(serde_json::json!({"status": {"phase": "Pending", "podIP": "198.19.0.2"}}))), "coredns in ErrImagePull has its sandbox");
+        assert!(!pod_networked(&p(serde_json::json!({"status": {"phase": "Pending"}}))), "no sandbox yet");
+        assert!(!pod_networked(&Pod::default()));
+    }
 
     #[test]
     fn a_deployment_gate_asks_its_condition_and_says_what_it_saw() {
