@@ -248,11 +248,6 @@ impl SharedClusters {
             None => Ok(None),
         }
     }
-
-    /// The kept cluster's name, if one is kept.
-    pub fn kept(&self) -> Option<&str> {
-        self.current.as_ref().map(|s| s.kind.name.as_str())
-    }
 }
 
 /// One part of a suite split into `of` parts (`--shard INDEX/OF`, from 1): with the scenarios in name
