@@ -24,6 +24,7 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     ("image-address-wrong", include_str!("../../scenarios/image-address-wrong.yaml")),
     ("image-pull-secret-missing", include_str!("../../scenarios/image-pull-secret-missing.yaml")),
     ("image-pull-secret-wrong", include_str!("../../scenarios/image-pull-secret-wrong.yaml")),
+    ("image-pull-slow", include_str!("../../scenarios/image-pull-slow.yaml")),
     ("duplicate-container", include_str!("../../scenarios/duplicate-container.yaml")),
     ("inotify-limit", include_str!("../../scenarios/inotify-limit.yaml")),
     ("memory-limit-unit", include_str!("../../scenarios/memory-limit-unit.yaml")),

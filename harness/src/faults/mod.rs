@@ -34,6 +34,7 @@ pub mod duplicate_container;
 pub mod image_address_wrong;
 pub mod image_pull_secret_missing;
 pub mod image_pull_secret_wrong;
+pub mod image_pull_slow;
 pub mod inotify_limit;
 pub mod memory_limit_unit;
 pub mod pause_missing;
@@ -390,6 +391,7 @@ faults! {
     "image-address-wrong" => ImageAddressWrong(image_address_wrong::ImageAddressWrong),
     "image-pull-secret-missing" => ImagePullSecretMissing(image_pull_secret_missing::ImagePullSecretMissing),
     "image-pull-secret-wrong" => ImagePullSecretWrong(image_pull_secret_wrong::ImagePullSecretWrong),
+    "image-pull-slow" => ImagePullSlow(image_pull_slow::ImagePullSlow),
     "inotify-limit" => InotifyLimit(inotify_limit::InotifyLimit),
     "memory-limit-unit" => MemoryLimitUnit(memory_limit_unit::MemoryLimitUnit),
     "pause-missing" => PauseMissing(pause_missing::PauseMissing),

@@ -31,6 +31,15 @@ use crate::node::RegistryProfile;
 /// `${registry}/faultlab/busybox:1`.
 pub const REPOSITORY: &str = "faultlab/busybox:1";
 
+/// [`REPOSITORY`] without its tag.
+pub const REPOSITORY_NAME: &str = "faultlab/busybox";
+
+/// Docker's image manifest (what `ctr images push` sends for an image imported from `docker save`).
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+
+/// The OCI image manifest.
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
 /// The user of a registry's login.
 pub const USER: &str = "faultlab";
 
@@ -71,6 +80,17 @@ pub enum Answer {
     TooManyRequests,
     /// Blobs sent at most this fast (nginx's `limit_rate`, bytes a second, `16k`): a slow download.
     Slowly(String),
+}
+
+impl Answer {
+    /// Its name, as nginx answers `GET /faultlab/answer` once the configuration is in effect.
+    pub fn tag(&self) -> String {
+        match self {
+            Answer::All => "all".into(),
+            Answer::TooManyRequests => "too-many-requests".into(),
+            Answer::Slowly(rate) => format!("slowly {rate}"),
+        }
+    }
 }
 
 /// A registry of the run: its files on this machine and its addresses.
@@ -205,6 +225,10 @@ impl Registry {
              \x20       ssl_certificate_key {key};\n\
              \x20       client_max_body_size 0;\n\
              {limit}\
+             \x20       location = /faultlab/answer {{\n\
+             \x20           default_type text/plain;\n\
+             \x20           return 200 '{tag}';\n\
+             \x20       }}\n\
              \x20       location /v2/ {{\n\
              {pass}\
              \x20       }}\n\
@@ -215,6 +239,7 @@ impl Registry {
             access = d("nginx-access.log"),
             tmp = d("nginx-tmp"),
             front = self.front_listen(),
+            tag = answer.tag(),
             crt = d("server.crt"),
             key = d("server.key"),
         )
@@ -343,11 +368,21 @@ impl Registry {
         Cmd::new(["nginx", "-c", &self.file("nginx.conf"), "-e", &self.file("nginx-error.log")]).args(args.iter().copied())
     }
 
-    /// Answer as `answer` says from now on: nginx reads its configuration again.
+    /// Answer as `answer` says from now on: nginx reads its configuration again, and the call returns
+    /// once nginx answers by it (`-s reload` only signals nginx: for a moment after it, the old workers
+    /// still take new connections).
     pub async fn answer(&self, ctx: &Ctx, step: &str, answer: &Answer) -> Result<(), FaultError> {
         ctx.run_on_host(step, self.write("nginx.conf", self.nginx_conf(answer))).await?;
         ctx.run_on_host(step, self.nginx(&["-s", "reload"])).await?;
+        ctx.run_on_host(step, self.await_answer(&answer.tag())).await?;
         Ok(())
+    }
+
+    /// Ask nginx which answer it gives (`GET /faultlab/answer`) until it is `tag`, for up to 10 s.
+    pub fn await_answer(&self, tag: &str) -> Cmd {
+        let script = "for i in $(seq 100); do [ \"$(curl -sS --max-time 2 --cacert \"$1\" \"$2\" 2>/dev/null)\" = \"$3\" ] && exit 0; sleep 0.1; done; \
+                      echo \"nginx at $2 does not answer $3 10 s after its reload: $(curl -sS --max-time 2 --cacert \"$1\" \"$2\" 2>&1)\" >&2; exit 1";
+        Cmd::new(["sh", "-c", script, "await-answer", &self.file("ca.crt"), &format!("https://{}/faultlab/answer", self.front_listen()), tag]).timeout(Duration::from_secs(30))
     }
 
     async fn require_programs(&self, ctx: &Ctx) -> Result<(), FaultError> {
@@ -449,6 +484,59 @@ impl Registry {
         ctx.run(step, ctx.node.profile.ctr(args).timeout(Duration::from_secs(120))).await.map(drop)
     }
 
+    /// The reference of the busybox image tagged `tag` in this registry (`address:port/faultlab/busybox:TAG`).
+    pub fn image_tagged(&self, tag: &str) -> String {
+        format!("{}/{REPOSITORY_NAME}:{tag}", self.endpoint())
+    }
+
+    /// `curl` to the registry itself (behind nginx: its own listener, which no answer of nginx's slows or
+    /// refuses), trusting the run's CA: `GET`/`POST`/`PUT` of `path` (under `/v2/faultlab/busybox/`).
+    pub fn curl(&self, method: &str, path: &str, extra: &[&str]) -> Cmd {
+        Cmd::new(["curl", "-sS", "-f", "--max-time", "60", "-X", method, "--cacert", &self.file("ca.crt")])
+            .args(extra.iter().copied())
+            .arg(format!("https://{}/v2/{REPOSITORY_NAME}/{path}", self.registry_listen()))
+            .timeout(Duration::from_secs(90))
+    }
+
+    /// Upload the file `name` of the registry's directory as the blob `digest`, as distribution 2.8
+    /// takes it: `POST .../blobs/uploads/` opens an upload and answers where it is (`Location`, absolute
+    /// or not), `PUT <location>&digest=` sends the whole blob and closes it (distribution checks the
+    /// digest). curl on this machine, to the registry itself.
+    pub fn upload(&self, name: &str, digest: &str) -> Cmd {
+        Cmd::new(["sh", "-c", UPLOAD, "upload-blob", &self.file("ca.crt"), &format!("https://{}", self.registry_listen()), REPOSITORY_NAME, &self.file(name), digest])
+            .timeout(Duration::from_secs(150))
+    }
+
+    /// Push `tag`: the registry's busybox image ([`REPOSITORY`], pushed by [`Registry::push`]) with one
+    /// more layer, [`filler_layer`] of `size` bytes made from `seed`, as a new release of the image would
+    /// add one. The registry's API is spoken with curl from this machine: the manifest and configuration
+    /// read, the layer and the new configuration uploaded ([`Registry::upload`]), the manifest put under
+    /// `tag`. A node that holds busybox must still download the new layer, whose
+    /// content (and so digest) is the run's own. Returns the new image's reference.
+    pub async fn push_with_filler(&self, ctx: &Ctx, step: &str, tag: &str, seed: &str, size: usize) -> Result<String, FaultError> {
+        let accept = format!("Accept: {DOCKER_MANIFEST}, {OCI_MANIFEST}");
+        let tag_of = REPOSITORY.rsplit(':').next().unwrap_or("1");
+        let read = ctx.run_on_host(step, self.curl("GET", &format!("manifests/{tag_of}"), &["-H", &accept])).await?;
+        let bad = |what: &str, e: String| FaultError::Check { step: step.into(), message: format!("the registry's {what} of {}: {e}", self.image()) };
+        let manifest: serde_json::Value = serde_json::from_str(&read.stdout).map_err(|e| bad("manifest", e.to_string()))?;
+        let config_digest = manifest["config"]["digest"].as_str().ok_or_else(|| bad("manifest", format!("no config digest (is it an index of several platforms?): {}", read.stdout)))?;
+        let read = ctx.run_on_host(step, self.curl("GET", &format!("blobs/{config_digest}"), &["-L"])).await?;
+        let config: serde_json::Value = serde_json::from_str(&read.stdout).map_err(|e| bad("configuration", e.to_string()))?;
+        let filler = filler_layer(seed, size);
+        let larger = larger_image(&manifest, &config, &filler).map_err(|e| bad("manifest", e))?;
+        ctx.note(format!("push {} to the registry: its busybox image and a layer of {} KiB of the run's own", self.image_tagged(tag), size / 1024));
+        for (name, text, digest) in [("filler.tar", filler.tar, &filler.digest), ("config.json", larger.config, &larger.config_digest)] {
+            ctx.run_on_host(step, self.write(name, text)).await?;
+            ctx.run_on_host(step, self.upload(name, digest)).await?;
+        }
+        let media = larger.manifest["mediaType"].as_str().unwrap_or(DOCKER_MANIFEST).to_string();
+        ctx.run_on_host(step, self.write("manifest.json", larger.manifest.to_string())).await?;
+        let body = format!("@{}", self.file("manifest.json"));
+        let content = format!("Content-Type: {media}");
+        ctx.run_on_host(step, self.curl("PUT", &format!("manifests/{tag}"), &["-H", &content, "--data-binary", &body])).await?;
+        Ok(self.image_tagged(tag))
+    }
+
     /// An image pull secret (`kubernetes.io/dockerconfigjson`) named `name` in the run's namespace for
     /// this registry with `password`.
     pub fn pull_secret(&self, name: &str, password: &str) -> serde_json::Value {
@@ -537,12 +625,14 @@ pub fn pull_secrets(deployment: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A Deployment's containers (none where it has no list).
+pub fn containers(deployment: &serde_json::Value) -> &[serde_json::Value] {
+    deployment["spec"]["template"]["spec"]["containers"].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
 /// The images of a Deployment's containers.
 pub fn images(deployment: &serde_json::Value) -> Vec<String> {
-    deployment["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|c| c["image"].as_str().map(str::to_owned)).collect())
-        .unwrap_or_default()
+    containers(deployment).iter().filter_map(|c| c["image"].as_str().map(str::to_owned)).collect()
 }
 
 /// Why a change to a Deployment would show no pull failure, if it would not: its new pod must pull
@@ -589,10 +679,8 @@ pub fn plan_deployment(name: &str, secret: Option<&str>) -> serde_json::Value {
 /// The Deployment's containers whose image is not pulled from `endpoint` yet, each with its image's
 /// registry host replaced by it (a strategic merge patch's list: by name).
 pub fn to_registry(deployment: &serde_json::Value, endpoint: &str) -> Vec<serde_json::Value> {
-    deployment["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    containers(deployment)
+        .iter()
         .filter_map(|c| {
             let image = c["image"].as_str()?;
             let (host, path) = image.split_once('/')?;
@@ -613,6 +701,105 @@ pub async fn pull_from(ctx: &Ctx, deployment: &str, step: &str, registry: &Regis
     let patch = json!({"spec": {"template": {"spec": {"containers": containers}}}});
     ctx.kube.patch_object("apps/v1", "Deployment", Some(&ctx.namespace), deployment, &patch).await.map_err(Ctx::api_err(step))
 }
+
+/// One more image layer: an uncompressed tar holding `faultlab-filler`, `size` bytes of text made from
+/// `seed` (hexadecimal SHA-256 of a counter: every byte ASCII, so the tar is text, and a seed of its own
+/// gives a digest no node holds yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filler {
+    pub tar: String,
+    /// `sha256:...` of the tar: the blob's digest and, uncompressed, its diff ID too.
+    pub digest: String,
+    pub size: usize,
+}
+
+pub fn filler_layer(seed: &str, size: usize) -> Filler {
+    use sha2::{Digest, Sha256};
+    let mut content = String::with_capacity(size + 64);
+    let mut i = 0u64;
+    while content.len() < size {
+        let block = Sha256::digest(format!("{seed} {i}").as_bytes());
+        content.extend(block.iter().map(|b| format!("{b:02x}")));
+        i += 1;
+    }
+    content.truncate(size);
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_ustar();
+    header.set_size(size as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_entry_type(tar::EntryType::Regular);
+    builder.append_data(&mut header, "faultlab-filler", content.as_bytes()).expect("a tar in memory");
+    let bytes = builder.into_inner().expect("a tar in memory");
+    let digest = format!("sha256:{:x}", Sha256::digest(&bytes));
+    let size = bytes.len();
+    Filler { tar: String::from_utf8(bytes).expect("a tar of ASCII names and content is ASCII"), digest, size }
+}
+
+/// A manifest and configuration with one more layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Larger {
+    pub manifest: serde_json::Value,
+    /// The configuration as uploaded (its digest is of these bytes).
+    pub config: String,
+    pub config_digest: String,
+}
+
+/// `manifest` and `config` (an image of one platform) with `filler` as their last layer: the layer
+/// appended to the manifest's layers (uncompressed, as `docker save` layers imported into containerd
+/// are), its diff ID to the configuration's, a history line for it.
+pub fn larger_image(manifest: &serde_json::Value, config: &serde_json::Value, filler: &Filler) -> Result<Larger, String> {
+    use sha2::{Digest, Sha256};
+    let media = manifest["mediaType"].as_str().unwrap_or(DOCKER_MANIFEST);
+    let layer_type = match media {
+        DOCKER_MANIFEST => "application/vnd.docker.image.rootfs.diff.tar",
+        OCI_MANIFEST => "application/vnd.oci.image.layer.v1.tar",
+        other => return Err(format!("a manifest of type {other}, not one image's ({DOCKER_MANIFEST} or {OCI_MANIFEST})")),
+    };
+    let mut config = config.clone();
+    let Some(diff_ids) = config["rootfs"]["diff_ids"].as_array_mut() else {
+        return Err("a configuration without rootfs.diff_ids".into());
+    };
+    diff_ids.push(json!(filler.digest));
+    if let Some(history) = config["history"].as_array_mut() {
+        history.push(json!({"created": "1970-01-01T00:00:00Z", "created_by": "faultlab: a layer of filler (image-pull-slow)"}));
+    }
+    let config = config.to_string();
+    let config_digest = format!("sha256:{:x}", Sha256::digest(config.as_bytes()));
+    let mut manifest = manifest.clone();
+    let Some(layers) = manifest["layers"].as_array_mut() else {
+        return Err("a manifest without layers".into());
+    };
+    layers.push(json!({"mediaType": layer_type, "size": filler.size, "digest": filler.digest}));
+    manifest["config"]["digest"] = json!(config_digest);
+    manifest["config"]["size"] = json!(config.len());
+    Ok(Larger { manifest, config, config_digest })
+}
+
+/// What a plan's host answers for [`Registry::push_with_filler`]: a manifest of one layer and its
+/// configuration, as distribution sends them.
+pub fn plan_filler_answers() -> Vec<(&'static str, Output)> {
+    let config = json!({"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", "b".repeat(64))]}});
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": DOCKER_MANIFEST,
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 180, "digest": format!("sha256:{}", "c".repeat(64))},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 1_000_000, "digest": format!("sha256:{}", "b".repeat(64))}]
+    });
+    vec![("/manifests/1", Output::ok(manifest.to_string())), ("/blobs/sha256:", Output::ok(config.to_string()))]
+}
+
+/// The shell of [`Registry::upload`]: `$1` the CA, `$2` `https://host:port`, `$3` the repository, `$4` the
+/// file, `$5` its digest.
+pub const UPLOAD: &str = r#"set -e
+location=$(curl -sS -f --max-time 60 --cacert "$1" -X POST -D - -o /dev/null "$2/v2/$3/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: *//p')
+[ -n "$location" ] || { echo "the registry answered no Location to POST $2/v2/$3/blobs/uploads/" >&2; exit 1; }
+case $location in http*) ;; *) location="$2$location" ;; esac
+case $location in *\?*) location="$location&digest=$5" ;; *) location="$location?digest=$5" ;; esac
+curl -sS -f --max-time 120 --cacert "$1" -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$4" "$location"
+"#;
 
 /// A certificate's common name: at most 64 characters (X.509's upper bound), the end kept (a run's
 /// namespace ends in its random part).
@@ -723,6 +910,55 @@ mod tests {
         let all = programs(&Spec { proxy: true, ..Spec::main(true) });
         assert!(all.contains(&("htpasswd", "apache2-utils")) && all.contains(&("nginx", "nginx-light")));
         assert!(!programs(&Spec::private()).iter().any(|(p, _)| *p == "nginx" || *p == "htpasswd"));
+    }
+
+    #[test]
+    fn the_filler_is_a_tar_of_the_seeds_own_text() {
+        let a = filler_layer("run a", 4096);
+        assert_eq!(a, filler_layer("run a", 4096), "the same seed, the same layer");
+        assert_ne!(a.digest, filler_layer("run b", 4096).digest);
+        assert_eq!(a.size, a.tar.len());
+        let mut archive = tar::Archive::new(a.tar.as_bytes());
+        let entries: Vec<(String, u64)> =
+            archive.entries().unwrap().map(|e| e.unwrap()).map(|e| (e.path().unwrap().display().to_string(), e.header().size().unwrap())).collect();
+        assert_eq!(entries, [("faultlab-filler".to_string(), 4096)]);
+        use sha2::{Digest, Sha256};
+        assert_eq!(a.digest, format!("sha256:{:x}", Sha256::digest(a.tar.as_bytes())));
+    }
+
+    #[test]
+    fn the_larger_image_has_the_filler_as_its_last_layer() {
+        let filler = filler_layer("x", 1024);
+        let answers = plan_filler_answers();
+        let manifest: serde_json::Value = serde_json::from_str(&answers[0].1.stdout).unwrap();
+        let config: serde_json::Value = serde_json::from_str(&answers[1].1.stdout).unwrap();
+        let larger = larger_image(&manifest, &config, &filler).unwrap();
+        let layers = larger.manifest["layers"].as_array().unwrap();
+        assert_eq!(layers.len(), 2);
+        assert_eq!(layers[1], json!({"mediaType": "application/vnd.docker.image.rootfs.diff.tar", "size": filler.size, "digest": filler.digest}));
+        let new_config: serde_json::Value = serde_json::from_str(&larger.config).unwrap();
+        assert_eq!(new_config["rootfs"]["diff_ids"][1], json!(filler.digest));
+        use sha2::{Digest, Sha256};
+        assert_eq!(larger.config_digest, format!("sha256:{:x}", Sha256::digest(larger.config.as_bytes())));
+        assert_eq!(larger.manifest["config"]["digest"], json!(larger.config_digest));
+        assert_eq!(larger.manifest["config"]["size"], json!(larger.config.len()));
+        let mut oci = manifest.clone();
+        oci["mediaType"] = json!(OCI_MANIFEST);
+        assert_eq!(larger_image(&oci, &config, &filler).unwrap().manifest["layers"][1]["mediaType"], "application/vnd.oci.image.layer.v1.tar");
+        let index = json!({"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []});
+        assert!(larger_image(&index, &config, &filler).unwrap_err().contains("not one image's"));
+        assert!(larger_image(&manifest, &json!({}), &filler).unwrap_err().contains("diff_ids"));
+    }
+
+    #[test]
+    fn curl_speaks_to_the_registry_itself_with_the_runs_ca() {
+        let proxied = registry(Spec { proxy: true, ..Spec::main(false) });
+        let line = proxied.curl("GET", "manifests/1", &["-H", "Accept: x"]).shell_line();
+        assert_eq!(
+            line,
+            "curl -sS -f --max-time 60 -X GET --cacert /var/lib/faultlab/runs/registries/fl-test-registry/ca.crt -H 'Accept: x' https://127.0.0.1:5446/v2/faultlab/busybox/manifests/1"
+        );
+        assert_eq!(proxied.image_tagged("2"), "198.18.213.1:5443/faultlab/busybox:2");
     }
 
     /// The undo is a real shell line: it stops what a PID file names and removes the directory.
