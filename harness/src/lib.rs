@@ -16,7 +16,7 @@
 //! 6. scenarios: [`scenario`], [`scaffold`], [`snapshot`]
 //! 7. platforms: [`provider`] (kind, existing)
 //! 8. run: [`runner`]
-//! 9. suite, report, train, clean up: [`suite`], [`report`], [`training`], [`cleanup`]; the command
+//! 9. suite, report, train, clean up: [`suite`], [`report`], [`html`], [`training`], [`cleanup`]; the command
 //!    line is `main.rs`.
 
 pub mod check;
@@ -28,6 +28,7 @@ pub mod duration;
 pub mod events;
 pub mod faults;
 pub mod gates;
+pub mod html;
 pub mod image;
 pub mod journal;
 pub mod kube_ops;

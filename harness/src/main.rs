@@ -166,6 +166,10 @@ enum Command {
         /// Write a JUnit XML report here.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Write an HTML report, DIR/index.html: a summary table and each scenario's timeline, one
+        /// self-contained page.
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
         /// Keep the fault in place this long after the symptom, before the fix (e.g. 5m).
         #[arg(long, value_parser = parse_duration)]
         hold: Option<Duration>,
@@ -190,6 +194,18 @@ enum Command {
     },
     /// Print the scenario format's JSON Schema.
     Schema,
+    /// Write the HTML report (DIR/index.html) of one or more JSON reports (`run --output json`), their
+    /// scenarios on one page.
+    Report {
+        /// JSON reports.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR")]
+        html: PathBuf,
+        /// The page's title.
+        #[arg(long, default_value = "faultlab report")]
+        title: String,
+    },
     /// Training: break the cluster, show the symptom, and leave it broken for you to fix.
     Train {
         scenario: String,
@@ -441,6 +457,17 @@ async fn main() -> Result<()> {
             }
         }
         Command::Schema => print!("{}", scenario::json_schema()),
+        Command::Report { inputs, html, title } => {
+            let mut suite = SuiteReport { wall_seconds: 0.0, scenarios: Vec::new() };
+            for path in &inputs {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                let part: SuiteReport = serde_json::from_str(&text).with_context(|| format!("{}: not a faultlab JSON report (`faultlab run --output json`)", path.display()))?;
+                suite.wall_seconds += part.wall_seconds;
+                suite.scenarios.extend(part.scenarios);
+            }
+            let page = write_html(&html, &suite, &title)?;
+            eprintln!("wrote {}", page.display());
+        }
         Command::Plan { target, provider } => {
             let choice = choose(&provider, false)?;
             let mut broken = 0;
@@ -451,7 +478,7 @@ async fn main() -> Result<()> {
                 bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, hold, allow_host_wide, fresh_cluster } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
             let mut scenarios = targets(&dir, &target, &mut broken)?;
@@ -501,6 +528,10 @@ async fn main() -> Result<()> {
             }
             if let Some(path) = junit {
                 std::fs::write(&path, suite.junit()).with_context(|| format!("writing {}", path.display()))?;
+            }
+            if let Some(dir) = html {
+                let page = write_html(&dir, &suite, "faultlab run")?;
+                eprintln!("wrote {}", page.display());
             }
             match suite::interrupted() {
                 Some("SIGTERM") => std::process::exit(128 + libc::SIGTERM),
@@ -653,4 +684,12 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write `suite`'s HTML report to DIR/index.html; its path.
+fn write_html(dir: &std::path::Path, suite: &SuiteReport, title: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let page = dir.join("index.html");
+    std::fs::write(&page, faultlab::html::suite_page(suite, title)).with_context(|| format!("writing {}", page.display()))?;
+    Ok(page)
 }

@@ -38,6 +38,20 @@ pub trait Observe: Send + Sync {
     /// it did. A run stops there (the error); a plan, whose answers do not change as the node would,
     /// notes the gate and goes on.
     fn fault_in_place(&self, absent: Option<String>) -> Result<(), String>;
+    /// Start recording the states of the pods of `ns` that `selector` selects, for the timeline
+    /// (default, and in a plan: nothing is recorded).
+    fn pod_states(&self, _ns: &str, _selector: &str) -> wait::PodLog {
+        wait::PodLog::default()
+    }
+}
+
+/// A wait on the cluster as it went: what, from when to when, and whether it was met.
+#[derive(Clone, Debug)]
+pub struct Waited {
+    pub what: String,
+    pub start: std::time::Instant,
+    pub end: std::time::Instant,
+    pub met: bool,
 }
 
 /// The cluster itself.
@@ -82,6 +96,10 @@ impl Observe for Live {
         crate::journal::replay_for_real(journal).await
     }
 
+    fn pod_states(&self, ns: &str, selector: &str) -> wait::PodLog {
+        wait::PodLog::start(&self.client, ns, selector)
+    }
+
     async fn hold(&self, d: Duration) {
         tokio::time::sleep(d).await;
     }
@@ -97,11 +115,12 @@ impl Observe for Live {
 pub struct Timed {
     inner: std::sync::Arc<dyn Observe>,
     waited: std::sync::Arc<std::sync::Mutex<Duration>>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<Waited>>>,
 }
 
 impl Timed {
     pub fn new(inner: std::sync::Arc<dyn Observe>) -> Timed {
-        Timed { inner, waited: Default::default() }
+        Timed { inner, waited: Default::default(), log: Default::default() }
     }
 
     /// The clock: the time spent in gates so far.
@@ -109,39 +128,69 @@ impl Timed {
         self.waited.clone()
     }
 
-    async fn timed<T>(&self, wait: impl std::future::Future<Output = T>) -> T {
+    /// Every wait so far, in the order they ended.
+    pub fn waits(&self) -> std::sync::Arc<std::sync::Mutex<Vec<Waited>>> {
+        self.log.clone()
+    }
+
+    async fn timed<T>(&self, what: String, wait: impl std::future::Future<Output = Result<T, WaitError>>) -> Result<T, WaitError> {
         // tokio's clock: the real one in a run, a virtual one in tests.
         let started = tokio::time::Instant::now();
+        let start = std::time::Instant::now();
         let out = wait.await;
         *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
+        let waited = Waited { what, start, end: std::time::Instant::now(), met: out.is_ok() };
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).push(waited);
         out
     }
+}
+
+/// What each gate waits for, in words (plans and timelines).
+fn untainted_text(node: &str) -> String {
+    format!("node {node} without the taints {}", wait::NOT_READY_TAINTS.join(", "))
+}
+
+fn tainted_text(node: &str) -> String {
+    format!("node {node} tainted {}", wait::NOT_READY_TAINTS.join(" or "))
+}
+
+fn node_text(node: &str, gate: &NodeGate) -> String {
+    format!("node {node} {}={}", gate.condition.type_, gate.condition.status)
+}
+
+fn claim_text(name: &str, gate: &ClaimGate) -> String {
+    format!("pvc {name} phase={}", gate.phase)
+}
+
+fn pods_text(selector: &str, gate: &PodGate, within: Duration) -> String {
+    let within = crate::duration::format(Duration::from_secs(within.as_secs_f64().round() as u64));
+    format!("pod -l {selector} {} (within {within})", wait::gate_text(gate))
 }
 
 #[async_trait]
 impl Observe for Timed {
     async fn node_untainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.node_untainted(node, within)).await
+        self.timed(untainted_text(node), self.inner.node_untainted(node, within)).await
     }
 
     async fn node_tainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.node_tainted(node, within)).await
+        self.timed(tainted_text(node), self.inner.node_tainted(node, within)).await
     }
 
     async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.node(node, gate, within)).await
+        self.timed(node_text(node, gate), self.inner.node(node, gate, within)).await
     }
 
     async fn claim(&self, ns: &str, name: &str, gate: &ClaimGate, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.claim(ns, name, gate, within)).await
+        self.timed(claim_text(name, gate), self.inner.claim(ns, name, gate, within)).await
     }
 
     async fn deployment(&self, ns: &str, gate: &DeploymentGate, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.deployment(ns, gate, within)).await
+        self.timed(wait::deployment_text(gate), self.inner.deployment(ns, gate, within)).await
     }
 
     async fn pods(&self, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
-        self.timed(self.inner.pods(ns, selector, gate, within)).await
+        self.timed(pods_text(selector, gate, within), self.inner.pods(ns, selector, gate, within)).await
     }
 
     async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {
@@ -153,11 +202,16 @@ impl Observe for Timed {
     }
 
     async fn hold(&self, d: Duration) {
-        self.timed(self.inner.hold(d)).await
+        let what = format!("hold {}", crate::duration::format(d));
+        let _ = self.timed(what, async { self.inner.hold(d).await; Ok::<(), WaitError>(()) }).await;
     }
 
     fn fault_in_place(&self, absent: Option<String>) -> Result<(), String> {
         self.inner.fault_in_place(absent)
+    }
+
+    fn pod_states(&self, ns: &str, selector: &str) -> wait::PodLog {
+        self.inner.pod_states(ns, selector)
     }
 }
 
@@ -177,19 +231,19 @@ impl Planned {
 #[async_trait]
 impl Observe for Planned {
     async fn node_untainted(&self, node: &str, _: Duration) -> Result<(), WaitError> {
-        self.wait(format!("node {node} without the taints {}", wait::NOT_READY_TAINTS.join(", ")))
+        self.wait(untainted_text(node))
     }
 
     async fn node_tainted(&self, node: &str, _: Duration) -> Result<(), WaitError> {
-        self.wait(format!("node {node} tainted {}", wait::NOT_READY_TAINTS.join(" or ")))
+        self.wait(tainted_text(node))
     }
 
     async fn node(&self, node: &str, gate: &NodeGate, _: Duration) -> Result<(), WaitError> {
-        self.wait(format!("node {node} {}={}", gate.condition.type_, gate.condition.status))
+        self.wait(node_text(node, gate))
     }
 
     async fn claim(&self, _: &str, name: &str, gate: &ClaimGate, _: Duration) -> Result<(), WaitError> {
-        self.wait(format!("pvc {name} phase={}", gate.phase))
+        self.wait(claim_text(name, gate))
     }
 
     async fn deployment(&self, _: &str, gate: &DeploymentGate, _: Duration) -> Result<(), WaitError> {
@@ -197,8 +251,7 @@ impl Observe for Planned {
     }
 
     async fn pods(&self, _: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<(), WaitError> {
-        let within = crate::duration::format(Duration::from_secs(within.as_secs_f64().round() as u64));
-        self.wait(format!("pod -l {selector} {} (within {within})", wait::gate_text(gate)))
+        self.wait(pods_text(selector, gate, within))
     }
 
     async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {

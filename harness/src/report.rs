@@ -3,14 +3,14 @@
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::events::Normalised;
 use crate::record::{Entry, Phase};
-use crate::runner::Timings;
+pub use crate::runner::{PhaseSpan, PodState, TimedEvent, TimedWait, Timeline, Timings};
 use crate::snapshot::SnapshotResult;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Passed,
@@ -19,7 +19,7 @@ pub enum Status {
 }
 
 /// One scenario's run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScenarioReport {
     pub scenario: String,
     pub provider: String,
@@ -41,17 +41,21 @@ pub struct ScenarioReport {
     pub timings: Timings,
     pub events: Vec<Normalised>,
     pub snapshot: SnapshotResult,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub teardown_errors: Vec<String>,
     /// Where the cluster's logs were exported (kind, failed runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logs: Option<String>,
     /// What the user should know afterwards (for example how to delete a cluster kept with --keep).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// Every node command and API call, by phase.
     pub record: Vec<Entry>,
+    /// When things happened, for the HTML report's timeline.
+    #[serde(default, skip_serializing_if = "Timeline::is_empty")]
+    pub timeline: Timeline,
 }
+
 
 impl ScenarioReport {
     pub fn ignored(scenario: &str, reason: &str) -> Self {
@@ -73,6 +77,7 @@ impl ScenarioReport {
             logs: None,
             notes: vec![],
             record: vec![],
+            timeline: Timeline::default(),
         }
     }
 
@@ -114,7 +119,7 @@ impl ScenarioReport {
 }
 
 /// A whole invocation.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SuiteReport {
     pub wall_seconds: f64,
     pub scenarios: Vec<ScenarioReport>,

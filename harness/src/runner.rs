@@ -58,8 +58,83 @@ pub enum RunError {
     Api(#[from] KubeError),
 }
 
+/// When things happened in a run, in seconds from its start (the start of its setup phase).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Timeline {
+    /// The run's start, RFC 3339 (UTC).
+    #[serde(default)]
+    pub started: String,
+    /// Each phase that began: when, and when it ended (`None`: it failed or was cut short; the
+    /// timeline's end is then the last thing seen).
+    #[serde(default)]
+    pub phases: Vec<PhaseSpan>,
+    /// Every event the run's watch saw (raw, not normalised), when it saw it.
+    #[serde(default)]
+    pub events: Vec<TimedEvent>,
+    /// Each wait on the cluster (a gate): what it waited for, when it began and ended, and whether it
+    /// was met (`false`: it timed out or failed).
+    #[serde(default)]
+    pub waits: Vec<TimedWait>,
+    /// The target pods' states, each time one changed (`Pending ContainerCreating`, `Running ready`,
+    /// `deleted`).
+    #[serde(default)]
+    pub pods: Vec<PodState>,
+}
+
+impl Timeline {
+    pub fn is_empty(&self) -> bool {
+        self.phases.is_empty() && self.events.is_empty() && self.waits.is_empty() && self.pods.is_empty()
+    }
+
+    /// The last second anything happened at.
+    pub fn end(&self) -> f64 {
+        let phases = self.phases.iter().map(|p| p.end.unwrap_or(p.start));
+        let events = self.events.iter().map(|e| e.at);
+        let waits = self.waits.iter().map(|w| w.end);
+        let pods = self.pods.iter().map(|p| p.at);
+        phases.chain(events).chain(waits).chain(pods).fold(0.0, f64::max)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct PhaseSpan {
+    pub phase: Phase,
+    pub start: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct TimedEvent {
+    pub at: f64,
+    /// `Pod/web-5d9c7b-x2x9q`, `Node/faultlab-node`.
+    pub object: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub source: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct TimedWait {
+    pub phase: Phase,
+    /// The gate, as plans write it: `pod -l app=web phase=Running ready=true`.
+    pub what: String,
+    pub start: f64,
+    pub end: f64,
+    pub met: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct PodState {
+    pub at: f64,
+    pub pod: String,
+    pub state: String,
+}
+
 /// How long each phase took.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Timings {
     pub setup: Option<f64>,
     pub inject: Option<f64>,
@@ -126,6 +201,12 @@ pub struct Run {
     started: Option<Instant>,
     /// The time spent in gates so far ([`crate::observe::Timed`]).
     waited: Arc<std::sync::Mutex<Duration>>,
+    /// For the timeline: when the run started (and the wall clock then), each phase's start and end,
+    /// every wait, and the target pods' states.
+    origin: Option<(Instant, String)>,
+    spans: Vec<(Phase, Instant, Option<Instant>)>,
+    waits: Arc<std::sync::Mutex<Vec<crate::observe::Waited>>>,
+    pods: Option<crate::wait::PodLog>,
 }
 
 impl Run {
@@ -165,6 +246,7 @@ impl Run {
         let access = node.access().expect("node profiles are validated to have access");
         let vars = Vars::new(&namespace, &node);
         let waited = backends.observe.clock();
+        let waits = backends.observe.waits();
         let ctx = Ctx {
             node: Node::new(node, access, backends.exec.clone()),
             host: backends.exec,
@@ -176,7 +258,21 @@ impl Run {
             vars,
         };
         let fault = Arc::new(scenario.scenario.fault.clone());
-        Run { scenario, fault, hold: None, namespace, ctx: Arc::new(ctx), events: None, timings: Timings::default(), started: None, waited }
+        Run {
+            scenario,
+            fault,
+            hold: None,
+            namespace,
+            ctx: Arc::new(ctx),
+            events: None,
+            timings: Timings::default(),
+            started: None,
+            waited,
+            origin: None,
+            spans: Vec::new(),
+            waits,
+            pods: None,
+        }
     }
 
     fn rec(&self) -> &Recorder {
@@ -185,13 +281,19 @@ impl Run {
 
     fn begin(&mut self, phase: Phase) {
         self.rec().set_phase(phase);
-        self.started = Some(Instant::now());
+        let now = Instant::now();
+        self.started = Some(now);
+        self.origin.get_or_insert_with(|| (now, jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()));
+        self.spans.push((phase, now, None));
         tracing::info!(scenario = self.scenario.name(), phase = phase.as_str(), "phase");
     }
 
     fn end(&mut self, phase: Phase) {
         if let Some(s) = self.started.take() {
             self.timings.set(phase, s.elapsed());
+        }
+        if let Some(span) = self.spans.iter_mut().rev().find(|(p, _, end)| *p == phase && end.is_none()) {
+            span.2 = Some(Instant::now());
         }
         let waited = *self.waited.lock().unwrap_or_else(|p| p.into_inner());
         self.timings.waiting = Some((waited.as_secs_f64() * 1000.0).round() / 1000.0);
@@ -214,6 +316,7 @@ impl Run {
             Undo::DeleteObject { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: self.namespace.clone() },
         )?;
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
+        self.pods = Some(ctx.observe.pod_states(&self.namespace, &ctx.target.selector));
         self.fault.fault().prepare(&ctx).await.map_err(RunError::Setup)?;
         for object in self.scenario.objects(&ctx.vars)? {
             let ns = if object.cluster_scoped {
@@ -325,6 +428,34 @@ impl Run {
         events
     }
 
+    /// When things happened, in seconds from the run's start: the phases, every event the watch saw,
+    /// every wait, the target pods' states (empty before the run started).
+    pub fn timeline(&self) -> Timeline {
+        let Some((origin, started)) = self.origin.clone() else {
+            return Timeline::default();
+        };
+        let at = |i: Instant| (i.saturating_duration_since(origin).as_secs_f64() * 1000.0).round() / 1000.0;
+        let phase_at = |i: Instant| self.spans.iter().rev().find(|(_, start, _)| *start <= i).map(|(p, _, _)| *p).unwrap_or(Phase::Setup);
+        let phases = self.spans.iter().map(|(phase, start, end)| PhaseSpan { phase: *phase, start: at(*start), end: end.map(at) }).collect();
+        let events = self
+            .events
+            .as_ref()
+            .map(|l| l.seen())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| TimedEvent { at: at(e.at), object: format!("{}/{}", e.kind, e.name), type_: e.type_, reason: e.reason, source: e.source, message: e.message })
+            .collect();
+        let waits = self
+            .waits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|w| TimedWait { phase: phase_at(w.start), what: w.what.clone(), start: at(w.start), end: at(w.end), met: w.met })
+            .collect();
+        let pods = self.pods.as_ref().map(|l| l.seen()).unwrap_or_default().into_iter().map(|(i, pod, state)| PodState { at: at(i), pod, state }).collect();
+        Timeline { started, phases, events, waits, pods }
+    }
+
     /// Stop recording and undo everything the journal holds. Returns the undo failures.
     pub async fn teardown(&mut self) -> Vec<JournalError> {
         self.begin(Phase::Teardown);
@@ -332,6 +463,9 @@ impl Run {
             // Let the events the recovery caused arrive before the record is closed.
             log.settle(Duration::from_secs(3), Duration::from_secs(20)).await;
             log.stop();
+        }
+        if let Some(pods) = &self.pods {
+            pods.stop();
         }
         let journal = self.ctx.journal.snapshot();
         // An undo that restarts the kubelet or containerd makes the node send events (Starting,
@@ -471,6 +605,26 @@ pub fn restarts_daemon(profile: &NodeProfile, undo: &Undo) -> bool {
 mod tests {
     use super::*;
     use crate::cmd::Cmd;
+
+    /// A plan's run has a timeline too: every phase in order, each from where the last ended, and each
+    /// wait in the phase it began in, met.
+    #[tokio::test]
+    async fn a_runs_timeline_has_its_phases_in_order_and_its_waits_in_them() {
+        let scenario = crate::scenario::find(&crate::scenario::default_dir(), "configmap-missing").unwrap();
+        let mut run = Run::plan(scenario, crate::testbed::tests::sample_profile(), Recorder::default());
+        assert_eq!(run.timeline(), Timeline::default(), "nothing before the run starts");
+        run.body().await.unwrap();
+        run.teardown().await;
+        let t = run.timeline();
+        assert_eq!(t.phases.iter().map(|p| p.phase).collect::<Vec<_>>(), Phase::ALL);
+        assert!(t.phases.windows(2).all(|w| w[0].end.is_some_and(|end| end <= w[1].start)), "{:?}", t.phases);
+        assert!(t.started.ends_with('Z') && t.started.len() == 20, "RFC 3339 to the second: {}", t.started);
+        let phases: Vec<(Phase, &str)> = t.waits.iter().map(|w| (w.phase, w.what.as_str())).collect();
+        assert!(phases.contains(&(Phase::Setup, "pod -l app=web phase=Running ready=true (within 2m)")), "{phases:?}");
+        assert!(phases.iter().any(|(p, w)| *p == Phase::Recovery && w.starts_with("pod -l app=web phase=Running")), "{phases:?}");
+        assert!(t.waits.iter().all(|w| w.met && w.start <= w.end));
+        assert!(t.pods.is_empty(), "a plan watches no pods");
+    }
 
     #[test]
     fn undos_that_restart_the_kubelet_or_containerd_are_recognised() {

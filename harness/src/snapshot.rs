@@ -24,7 +24,7 @@ use thiserror::Error;
 use crate::events::Normalised;
 
 /// What the snapshot comparison found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase", tag = "result", content = "detail")]
 pub enum SnapshotResult {
     Matched,

@@ -571,6 +571,7 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     }
     report.timings = run.timings.clone();
     report.events = run.normalised_events();
+    report.timeline = run.timeline();
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
     match outcome.result {
         Ok(()) => {

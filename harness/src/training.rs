@@ -108,6 +108,31 @@ pub struct Session {
     pub controllers: Vec<Controller>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solved: Option<Solved>,
+    /// When each hint was asked, in seconds from `started` (the debrief's timeline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints_at: Vec<f64>,
+    /// Each `faultlab check`: when, and what still failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckAttempt>,
+    /// When the solution was shown, in seconds from `started`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solution_at: Option<f64>,
+    /// How the cluster was broken: the run's setup, inject and symptom phases, their waits and events
+    /// (seconds from the run's start, which ends where `started` begins).
+    #[serde(default, skip_serializing_if = "crate::runner::Timeline::is_empty")]
+    pub broke: crate::runner::Timeline,
+}
+
+/// One `faultlab check` of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckAttempt {
+    /// Seconds from the session's start.
+    pub at: f64,
+    pub fixed: bool,
+    /// What still failed, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
 }
 
 fn now() -> f64 {
@@ -119,6 +144,11 @@ pub fn sessions_dir() -> PathBuf {
 }
 
 impl Session {
+    /// Seconds since the symptom was shown, to a tenth.
+    pub fn elapsed(&self) -> f64 {
+        ((now() - self.started) * 10.0).round() / 10.0
+    }
+
     pub fn path(&self) -> PathBuf {
         sessions_dir().join(format!("{}.json", self.id))
     }
@@ -226,6 +256,10 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         solution_shown: false,
         controllers,
         solved: None,
+        hints_at: Vec::new(),
+        checks: Vec::new(),
+        solution_at: None,
+        broke: run.timeline(),
     };
     session.save()?;
     Ok(session)
@@ -351,6 +385,7 @@ pub fn hint(session: &mut Session) -> Result<Option<String>, TrainingError> {
     }
     let h = hints[session.hints_used].clone();
     session.hints_used += 1;
+    session.hints_at.push(session.elapsed());
     session.save()?;
     Ok(Some(h))
 }
@@ -404,12 +439,13 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
         Ok(Presence::Absent(_) | Presence::Unknown) => {}
         Err(e) => failing.push(format!("cannot tell whether the fault is gone: {e}")),
     }
-    let seconds = ((now() - session.started) * 10.0).round() / 10.0;
+    let seconds = session.elapsed();
     let fixed = failing.is_empty();
+    session.checks.push(CheckAttempt { at: seconds, fixed, failing: failing.clone() });
     if fixed && session.solved.is_none() {
         session.solved = Some(Solved { seconds, hints_used: session.hints_used, solution_shown: session.solution_shown });
-        session.save()?;
     }
+    session.save()?;
     let seconds = session.solved.as_ref().map(|s| s.seconds).unwrap_or(seconds);
     Ok(Verdict { fixed, failing, seconds })
 }
@@ -430,6 +466,7 @@ pub async fn solution(session: &mut Session, apply: bool) -> Result<String, Trai
         out.push_str(&format!("  {}. {} — {}\n", i + 1, f.step, f.doc.trim().replace('\n', "\n     ")));
     }
     session.solution_shown = true;
+    session.solution_at.get_or_insert(session.elapsed());
     session.save()?;
     if apply {
         let rec = Recorder::default();

@@ -217,6 +217,74 @@ where
     Err(WaitError::Timeout { what, within, last: last.join("\n") })
 }
 
+/// A pod's state in a few words, as a timeline shows it: its phase, then the first container's waiting
+/// or terminated reason, or whether it is ready; `terminating` while it is being deleted.
+pub fn pod_state(pod: &Pod) -> String {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return "terminating".into();
+    }
+    let status = pod.status.clone().unwrap_or_default();
+    let mut state = status.phase.unwrap_or_else(|| "Pending".into());
+    let container = status.container_statuses.iter().flatten().next();
+    match container.and_then(|c| c.state.as_ref()) {
+        Some(s) if s.waiting.is_some() => state.push_str(&format!(" {}", s.waiting.as_ref().and_then(|w| w.reason.clone()).unwrap_or_default())),
+        Some(s) if s.terminated.is_some() => state.push_str(&format!(" {}", s.terminated.as_ref().and_then(|t| t.reason.clone()).unwrap_or_default())),
+        Some(_) => state.push_str(if container.is_some_and(|c| c.ready) { " ready" } else { " not ready" }),
+        None => {}
+    }
+    state.trim_end().to_string()
+}
+
+/// The states of the pods a selector selects, each time one changes, from a watch that runs until
+/// [`PodLog::stop`] (a run's timeline).
+#[derive(Clone, Default)]
+pub struct PodLog {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, String, String)>>>,
+    task: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+impl PodLog {
+    /// Start watching the pods of `ns` that `selector` selects.
+    pub fn start(client: &Client, ns: &str, selector: &str) -> PodLog {
+        let log = PodLog::default();
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let cfg = watcher::Config::default().labels(selector);
+        let seen = log.seen.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, cfg).boxed();
+            let mut last: BTreeMap<String, String> = BTreeMap::new();
+            while let Some(item) = stream.next().await {
+                let (name, state) = match item {
+                    Ok(watcher::Event::InitApply(p)) | Ok(watcher::Event::Apply(p)) => (p.metadata.name.clone().unwrap_or_default(), pod_state(&p)),
+                    Ok(watcher::Event::Delete(p)) => (p.metadata.name.clone().unwrap_or_default(), "deleted".to_string()),
+                    Ok(_) => continue,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                };
+                if last.get(&name) != Some(&state) {
+                    last.insert(name.clone(), state.clone());
+                    seen.lock().unwrap_or_else(|p| p.into_inner()).push((std::time::Instant::now(), name, state));
+                }
+            }
+        });
+        *log.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        log
+    }
+
+    /// (when, pod, state) in the order seen.
+    pub fn seen(&self) -> Vec<(std::time::Instant, String, String)> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn stop(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
 /// Wait until some pod matching `selector` in `ns` satisfies `gate`.
 pub async fn pods(client: &Client, ns: &str, selector: &str, gate: &PodGate, within: Duration) -> Result<Pod, WaitError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -361,6 +429,18 @@ pub fn gate_text(gate: &PodGate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[rstest::rstest]
+    #[case::creating(serde_json::json!({"status": {"phase": "Pending", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}}), "Pending ContainerCreating")]
+    #[case::ready(serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}}), "Running ready")]
+    #[case::not_ready(serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0, "state": {"running": {}}}]}}), "Running not ready")]
+    #[case::crashed(serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 3, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}), "Running Error")]
+    #[case::unscheduled(serde_json::json!({"status": {"phase": "Pending"}}), "Pending")]
+    #[case::no_status(serde_json::json!({}), "Pending")]
+    #[case::terminating(serde_json::json!({"metadata": {"deletionTimestamp": "2026-11-25T10:00:00Z"}, "status": {"phase": "Running"}}), "terminating")]
+    fn a_pods_state_in_a_few_words(#[case] pod: serde_json::Value, #[case] state: &str) {
+        assert_eq!(pod_state(&serde_json::from_value(pod).unwrap()), state);
+    }
 
     #[test]
     fn a_pod_has_its_network_on_the_host_or_with_an_address() {

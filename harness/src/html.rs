@@ -1,0 +1,720 @@
+//! The HTML report: one page for a whole suite, with a summary table and, for each scenario, its
+//! outcome and a timeline of its phases, waits, events and pod states.
+//!
+//! The page is self-contained: its styles are inline, it has no scripts and loads nothing, so it opens
+//! offline and in a CI artifact viewer. Hover texts are `title` elements. This module computes where
+//! each bar, mark and label of a timeline goes; `templates/report.html` writes the elements, and askama
+//! escapes every text in it.
+
+use std::collections::HashMap;
+
+use askama::Template;
+
+use crate::record::Phase;
+use crate::report::{ScenarioReport, Status, SuiteReport, Timeline};
+use crate::snapshot::SnapshotResult;
+
+/// The timeline's width in pixels, whatever the run's length.
+const WIDTH: f64 = 960.0;
+/// The left margin, where the lanes' names and the pods' names go.
+const LEFT: f64 = 140.0;
+const RIGHT: f64 = 24.0;
+const PLOT: f64 = WIDTH - LEFT - RIGHT;
+/// The width of one character of the timeline's text (11 px monospace), for fitting labels.
+const CHAR: f64 = 6.7;
+const AXIS: f64 = 20.0;
+const LANE_GAP: f64 = 12.0;
+const PHASE_HEIGHT: f64 = 22.0;
+const WAIT_HEIGHT: f64 = 8.0;
+/// Waits that overlap go on rows of their own, up to this many; more share the last row.
+const WAIT_ROWS: usize = 6;
+const MARK_HEIGHT: f64 = 12.0;
+/// Event labels are staggered over this many rows under the marks.
+const LABEL_ROWS: usize = 3;
+const LABEL_HEIGHT: f64 = 13.0;
+/// Events of one reason within this many pixels of the first of them share one label (`BackOff ×12`).
+const SAME_REASON: f64 = 120.0;
+const POD_HEIGHT: f64 = 14.0;
+const POD_GAP: f64 = 5.0;
+/// The most characters of a pod's name the left margin shows (the whole name is its hover text).
+const POD_NAME: usize = 19;
+
+/// The whole suite as one HTML page headed `title`.
+pub fn suite_page(report: &SuiteReport, title: &str) -> String {
+    let count = |s: Status| report.scenarios.iter().filter(|r| r.status == s).count();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    let runs = report
+        .scenarios
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            // A scenario that ran twice (two platforms) gets a second anchor: `NAME-2`.
+            let n = ids.entry(r.scenario.as_str()).and_modify(|n| *n += 1).or_insert(1);
+            let id = if *n == 1 { r.scenario.clone() } else { format!("{}-{n}", r.scenario) };
+            Run::new(r, id, i)
+        })
+        .collect();
+    let page = Page {
+        title,
+        wall: seconds(report.wall_seconds),
+        passed: count(Status::Passed),
+        failed: count(Status::Failed),
+        ignored: count(Status::Ignored),
+        phases: Phase::ALL.iter().map(|p| p.as_str()).collect(),
+        runs,
+    };
+    // Every value the template writes is a string or a number written into a String, and no filter
+    // it uses can fail: askama has no error to give here.
+    page.render().expect("the report page renders")
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+struct Page<'a> {
+    title: &'a str,
+    wall: String,
+    passed: usize,
+    failed: usize,
+    ignored: usize,
+    phases: Vec<&'static str>,
+    runs: Vec<Run<'a>>,
+}
+
+/// One scenario: its row in the summary and its section.
+struct Run<'a> {
+    id: String,
+    name: &'a str,
+    status: &'static str,
+    platform: &'a str,
+    /// Where it ran, as (name, value): only those known.
+    facts: Vec<(&'static str, String)>,
+    times: Vec<String>,
+    waiting: String,
+    /// The error, unless it is the snapshot's difference (shown once, as that).
+    error: Option<&'a str>,
+    failed_phase: Option<&'static str>,
+    snapshot: &'a SnapshotResult,
+    teardown_errors: &'a [String],
+    logs: Option<&'a str>,
+    notes: &'a [String],
+    timeline: Option<Svg>,
+}
+
+impl<'a> Run<'a> {
+    fn new(r: &'a ScenarioReport, id: String, index: usize) -> Run<'a> {
+        let mut facts = vec![
+            ("platform", r.platform.clone()),
+            ("provider", r.provider.clone()),
+            ("cluster", r.cluster.clone().unwrap_or_default()),
+            ("cluster ready in", r.cluster_seconds.map(seconds).unwrap_or_default()),
+            ("node", r.node.clone()),
+            ("namespace", r.namespace.clone()),
+            ("started", r.timeline.started.clone()),
+        ];
+        facts.retain(|(_, v)| !v.is_empty());
+        let snapshot_error = matches!(&r.snapshot, SnapshotResult::Mismatched(d) if r.error.as_ref() == Some(d));
+        Run {
+            id,
+            name: &r.scenario,
+            status: status(r.status),
+            platform: &r.platform,
+            facts,
+            times: Phase::ALL.iter().map(|p| optional_seconds(r.timings.get(*p))).collect(),
+            waiting: optional_seconds(r.timings.waiting),
+            error: r.error.as_deref().filter(|_| !snapshot_error),
+            failed_phase: r.failed_phase.map(Phase::as_str),
+            snapshot: &r.snapshot,
+            teardown_errors: &r.teardown_errors,
+            logs: r.logs.as_deref(),
+            notes: &r.notes,
+            timeline: (!r.timeline.is_empty()).then(|| Svg::new(&r.timeline, index)),
+        }
+    }
+}
+
+fn status(s: Status) -> &'static str {
+    match s {
+        Status::Passed => "passed",
+        Status::Failed => "failed",
+        Status::Ignored => "ignored",
+    }
+}
+
+/// `12.3 s`.
+fn seconds(s: f64) -> String {
+    format!("{s:.1} s")
+}
+
+/// `12.3 s`, or `–` when there is no time.
+fn optional_seconds(s: Option<f64>) -> String {
+    s.map(seconds).unwrap_or_else(|| "–".into())
+}
+
+/// Rounded to a tenth of a pixel, which is all a screen shows and keeps the page short.
+fn px(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+/// The pixel width of `text` in the timeline's font.
+fn text_width(text: &str) -> f64 {
+    text.chars().count() as f64 * CHAR
+}
+
+/// The step between the time axis's ticks for a timeline `span` seconds long: the smallest of 0.1,
+/// 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600 s (and doublings past that)
+/// that gives at most 12 ticks, counting the one at 0; each step is at most 2.5 times the one
+/// before, so that is at least 5 ticks once the span is 0.4 s or more.
+fn tick_step(span: f64) -> f64 {
+    const STEPS: [f64; 16] = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0];
+    let fits = |step: f64| (span / step).floor() + 1.0 <= 12.0;
+    if let Some(step) = STEPS.into_iter().find(|s| fits(*s)) {
+        return step;
+    }
+    let mut step = STEPS[STEPS.len() - 1];
+    while !fits(step) && step.is_finite() {
+        step *= 2.0;
+    }
+    step
+}
+
+/// A run's timeline, laid out: every number is in pixels.
+struct Svg {
+    width: f64,
+    height: f64,
+    /// The id of this timeline's hatching (unfinished phases); unique in the page.
+    hatch: String,
+    plot_left: f64,
+    plot_right: f64,
+    axis_y: f64,
+    ticks: Vec<Tick>,
+    lanes: Vec<LaneName>,
+    phases: Vec<PhaseBar>,
+    waits: Vec<WaitBar>,
+    events: Vec<EventMark>,
+    labels: Vec<Label>,
+    pods: Vec<PodSegment>,
+}
+
+struct Tick {
+    x: f64,
+    text: String,
+}
+
+/// A lane's name in the left margin, and its hover text (a pod's whole name).
+struct LaneName {
+    y: f64,
+    text: String,
+    title: String,
+}
+
+struct PhaseBar {
+    phase: &'static str,
+    unfinished: bool,
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    /// The phase's name, where it fits in the bar.
+    label: Option<String>,
+    title: String,
+}
+
+struct WaitBar {
+    met: bool,
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    title: String,
+}
+
+struct EventMark {
+    type_: String,
+    reason: String,
+    x: f64,
+    y: f64,
+    height: f64,
+    title: String,
+}
+
+/// The reason under one or more marks of the same reason close together.
+struct Label {
+    type_: String,
+    x: f64,
+    y: f64,
+    /// `end` when the text ends at `x` (a label at the right edge).
+    anchor: &'static str,
+    text: String,
+    title: String,
+}
+
+struct PodSegment {
+    pod: String,
+    state: String,
+    /// `ok`, `waiting`, `bad` or `gone`: the segment's colour.
+    kind: &'static str,
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    label: Option<String>,
+    title: String,
+}
+
+/// Seconds to pixels, for a timeline `span` seconds long.
+struct Scale {
+    span: f64,
+}
+
+impl Scale {
+    fn x(&self, t: f64) -> f64 {
+        px(LEFT + t.clamp(0.0, self.span) / self.span * PLOT)
+    }
+
+    /// From `start` to `end`, at least 2 px wide so that an instant stays visible.
+    fn bar(&self, start: f64, end: f64) -> (f64, f64) {
+        let x = self.x(start);
+        (x, px((self.x(end) - x).max(2.0)))
+    }
+}
+
+impl Svg {
+    fn new(t: &Timeline, index: usize) -> Svg {
+        let end = t.end();
+        let span = if end.is_finite() && end > 0.0 { end } else { 1.0 };
+        let scale = Scale { span };
+        let mut svg = Svg {
+            width: WIDTH,
+            height: 0.0,
+            hatch: format!("hatch-{index}"),
+            plot_left: LEFT,
+            plot_right: LEFT + PLOT,
+            axis_y: AXIS - 4.0,
+            ticks: ticks(span, &scale),
+            lanes: vec![],
+            phases: vec![],
+            waits: vec![],
+            events: vec![],
+            labels: vec![],
+            pods: vec![],
+        };
+        let mut y = AXIS + 4.0;
+        y = svg.phase_lane(t, &scale, y);
+        if !t.waits.is_empty() {
+            y = svg.wait_lane(t, &scale, y + LANE_GAP);
+        }
+        if !t.events.is_empty() {
+            y = svg.event_lane(t, &scale, y + LANE_GAP);
+        }
+        if !t.pods.is_empty() {
+            y = svg.pod_lane(t, &scale, y + LANE_GAP);
+        }
+        svg.height = px(y + 6.0);
+        svg
+    }
+
+    fn lane(&mut self, y: f64, text: &str, title: &str) {
+        self.lanes.push(LaneName { y: px(y), text: text.into(), title: title.into() });
+    }
+
+    /// Phases as bands; one that did not end reaches the timeline's end. Returns the lane's bottom.
+    fn phase_lane(&mut self, t: &Timeline, scale: &Scale, top: f64) -> f64 {
+        self.lane(top + 15.0, "phases", "the run's phases");
+        for p in &t.phases {
+            let name = p.phase.as_str();
+            let (x, width) = scale.bar(p.start, p.end.unwrap_or(scale.span));
+            let title = match p.end {
+                Some(end) => format!("{name}: {} – {} ({})", seconds(p.start), seconds(end), seconds(end - p.start)),
+                None => format!("{name}: {} – unfinished (the timeline ends at {})", seconds(p.start), seconds(scale.span)),
+            };
+            let label = (text_width(name) + 6.0 <= width).then(|| name.to_string());
+            self.phases.push(PhaseBar { phase: name, unfinished: p.end.is_none(), x, y: top, width, height: PHASE_HEIGHT, label, title });
+        }
+        top + PHASE_HEIGHT
+    }
+
+    /// Waits as thin bars; waits that overlap go on rows of their own.
+    fn wait_lane(&mut self, t: &Timeline, scale: &Scale, top: f64) -> f64 {
+        let mut order: Vec<_> = t.waits.iter().collect();
+        order.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let mut rows: Vec<f64> = vec![];
+        for w in order {
+            let (x, width) = scale.bar(w.start, w.end);
+            let row = match rows.iter().position(|end| *end + 2.0 <= x) {
+                Some(r) => r,
+                None if rows.len() < WAIT_ROWS => {
+                    rows.push(0.0);
+                    rows.len() - 1
+                }
+                None => WAIT_ROWS - 1,
+            };
+            rows[row] = rows[row].max(x + width);
+            let met = if w.met { "met" } else { "not met" };
+            let title = format!("{}: {} – {} ({}), {met} ({})", w.what, seconds(w.start), seconds(w.end), seconds(w.end - w.start), w.phase.as_str());
+            self.waits.push(WaitBar { met: w.met, x, y: px(top + row as f64 * (WAIT_HEIGHT + 3.0)), width, height: WAIT_HEIGHT, title });
+        }
+        let bottom = top + rows.len() as f64 * (WAIT_HEIGHT + 3.0) - 3.0;
+        self.lane((top + bottom) / 2.0 + 4.0, "waits", "each wait on the cluster: green when met, red when not");
+        bottom
+    }
+
+    /// Events as marks, with their reasons under them on up to three rows. Events of one reason close
+    /// together share a label that counts them; a label that finds no room is left out (its marks and
+    /// their hover texts stay).
+    fn event_lane(&mut self, t: &Timeline, scale: &Scale, top: f64) -> f64 {
+        let mut order: Vec<_> = t.events.iter().collect();
+        order.sort_by(|a, b| a.at.total_cmp(&b.at));
+        // Events of one reason close together, from the first of them at `x`.
+        struct Group<'e> {
+            reason: &'e str,
+            type_: &'e str,
+            x: f64,
+            first: f64,
+            last: f64,
+            count: usize,
+        }
+        let mut groups: Vec<Group> = vec![];
+        let mut open: HashMap<&str, usize> = HashMap::new();
+        for e in &order {
+            let x = scale.x(e.at);
+            self.events.push(EventMark {
+                type_: e.type_.clone(),
+                reason: e.reason.clone(),
+                x: px(x - 1.5),
+                y: top,
+                height: MARK_HEIGHT,
+                title: format!("{} {} {} ({}) {}: {}", seconds(e.at), e.type_, e.reason, e.source, e.object, e.message),
+            });
+            match open.get(e.reason.as_str()).map(|g| &mut groups[*g]) {
+                Some(g) if x - g.x <= SAME_REASON => {
+                    g.count += 1;
+                    g.last = e.at;
+                    // A warning among them colours the label.
+                    if e.type_ == "Warning" {
+                        g.type_ = &e.type_;
+                    }
+                }
+                _ => {
+                    open.insert(&e.reason, groups.len());
+                    groups.push(Group { reason: &e.reason, type_: &e.type_, x, first: e.at, last: e.at, count: 1 });
+                }
+            }
+        }
+        let mut row_ends = [f64::NEG_INFINITY; LABEL_ROWS];
+        let mut rows_used = 0;
+        for g in groups {
+            let (text, title) = if g.count == 1 {
+                (g.reason.to_string(), format!("{} at {}", g.reason, seconds(g.first)))
+            } else {
+                (format!("{} ×{}", g.reason, g.count), format!("{} events {} from {} to {}", g.count, g.reason, seconds(g.first), seconds(g.last)))
+            };
+            let width = text_width(&text);
+            let (left, anchor) = if g.x + width <= WIDTH - 2.0 { (g.x, "start") } else { (g.x - width, "end") };
+            let Some(row) = row_ends.iter().position(|end| *end + CHAR <= left) else { continue };
+            row_ends[row] = left + width;
+            rows_used = rows_used.max(row + 1);
+            let y = top + MARK_HEIGHT + LABEL_HEIGHT * (row as f64 + 1.0) - 2.0;
+            self.labels.push(Label { type_: g.type_.to_string(), x: px(g.x), y: px(y), anchor, text, title });
+        }
+        self.lane(top + 10.0, "events", "every event the run saw: orange for warnings, blue for normal ones");
+        top + MARK_HEIGHT + LABEL_HEIGHT * rows_used as f64
+    }
+
+    /// One row per pod, in the order they appeared: each state from when it was seen to the next
+    /// (the last one to the timeline's end).
+    fn pod_lane(&mut self, t: &Timeline, scale: &Scale, top: f64) -> f64 {
+        let mut pods: Vec<&str> = vec![];
+        for p in &t.pods {
+            if !pods.contains(&p.pod.as_str()) {
+                pods.push(&p.pod);
+            }
+        }
+        let mut y = top;
+        for pod in pods {
+            let mut states: Vec<_> = t.pods.iter().filter(|p| p.pod == pod).collect();
+            states.sort_by(|a, b| a.at.total_cmp(&b.at));
+            let name: String = if pod.chars().count() > POD_NAME { pod.chars().take(POD_NAME - 1).chain(['…']).collect() } else { pod.to_string() };
+            self.lane(y + 11.0, &name, pod);
+            for (i, s) in states.iter().enumerate() {
+                let next = states.get(i + 1).map(|n| n.at);
+                let (x, width) = scale.bar(s.at, next.unwrap_or(scale.span));
+                let until = match next {
+                    Some(n) => format!("{} – {} ({})", seconds(s.at), seconds(n), seconds(n - s.at)),
+                    None => format!("from {}, the last state seen", seconds(s.at)),
+                };
+                let label = (text_width(&s.state) + 6.0 <= width).then(|| s.state.clone());
+                let kind = state_kind(&s.state);
+                let title = format!("{pod}: {}, {until}", s.state);
+                self.pods.push(PodSegment { pod: pod.to_string(), state: s.state.clone(), kind, x, y: px(y), width, height: POD_HEIGHT, label, title });
+            }
+            y += POD_HEIGHT + POD_GAP;
+        }
+        y - POD_GAP
+    }
+}
+
+/// The ticks at every multiple of the step from 0 to the span.
+fn ticks(span: f64, scale: &Scale) -> Vec<Tick> {
+    let step = tick_step(span);
+    let count = (span / step + 1e-9).floor() as usize;
+    (0..=count)
+        .map(|i| {
+            let t = i as f64 * step;
+            let text = if step < 1.0 { format!("{t:.1} s") } else { format!("{t:.0} s") };
+            Tick { x: scale.x(t), text }
+        })
+        .collect()
+}
+
+/// A pod state's colour: `ok` (running and ready, or succeeded), `waiting` (pending, creating, not
+/// ready yet), `gone` (terminating, deleted) or `bad` (any other reason: image pulls, crashes).
+fn state_kind(state: &str) -> &'static str {
+    let mut words = state.split_whitespace();
+    let (phase, rest) = (words.next().unwrap_or_default(), words.collect::<Vec<_>>().join(" "));
+    match (phase, rest.as_str()) {
+        ("terminating" | "deleted", _) => "gone",
+        ("Running", "ready") | ("Succeeded", _) => "ok",
+        ("Pending", "" | "ContainerCreating" | "PodInitializing") | ("Running", "not ready" | "") => "waiting",
+        _ => "bad",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+    use crate::events::Normalised;
+    use crate::report::{PhaseSpan, PodState, TimedEvent, TimedWait};
+    use crate::runner::Timings;
+
+    fn event(at: f64, type_: &str, reason: &str, message: &str) -> TimedEvent {
+        TimedEvent { at, object: "Pod/web-5d9c7b-x2x9q".into(), type_: type_.into(), reason: reason.into(), source: "kubelet".into(), message: message.into() }
+    }
+
+    fn span(phase: Phase, start: f64, end: Option<f64>) -> PhaseSpan {
+        PhaseSpan { phase, start, end }
+    }
+
+    fn pod(at: f64, state: &str) -> PodState {
+        PodState { at, pod: "web-5d9c7b-x2x9q".into(), state: state.into() }
+    }
+
+    /// A suite of two runs: one passed, one failed in recovery with its events differing from the
+    /// snapshot, the recovery phase unfinished, a wait not met and a crash loop's repeated events.
+    fn suite() -> SuiteReport {
+        let mut passed = ScenarioReport::ignored("pause-missing", "");
+        passed.status = Status::Passed;
+        passed.error = None;
+        passed.provider = "kind".into();
+        passed.platform = "k8s-1.20-containerd-1.6-amd64".into();
+        passed.node = "faultlab-control-plane".into();
+        passed.namespace = "faultlab-pause-missing-x1".into();
+        passed.cluster = Some("faultlab".into());
+        passed.cluster_seconds = Some(41.04);
+        passed.snapshot = SnapshotResult::Matched;
+        passed.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: Some(15.2) };
+        passed.timeline = Timeline {
+            started: "2026-05-01T10:00:00Z".into(),
+            phases: vec![span(Phase::Setup, 0.0, Some(3.0)), span(Phase::Inject, 3.0, Some(3.5)), span(Phase::Symptom, 3.5, Some(7.5)), span(Phase::Fix, 7.5, Some(8.5)), span(Phase::Recovery, 8.5, Some(20.5)), span(Phase::Teardown, 20.5, Some(22.5))],
+            events: vec![event(1.2, "Normal", "Scheduled", "Successfully assigned ns/web to node"), event(4.0, "Warning", "FailedCreatePodSandBox", "failed to get sandbox image \"k8s.gcr.io/pause:3.2\"")],
+            waits: vec![TimedWait { phase: Phase::Setup, what: "pod -l app=web phase=Running ready=true (within 2m)".into(), start: 0.4, end: 2.9, met: true }],
+            pods: vec![pod(0.3, "Pending ContainerCreating"), pod(2.8, "Running ready"), pod(21.0, "terminating"), pod(22.0, "deleted")],
+        };
+
+        let mut failed = ScenarioReport::ignored("crash-loop", "");
+        failed.status = Status::Failed;
+        failed.provider = "kind".into();
+        failed.platform = "k8s-1.20-containerd-1.6-amd64".into();
+        failed.failed_phase = Some(Phase::Recovery);
+        failed.error = Some("pod -l app=web phase=Running ready=true: not met within 30s; last: <Running CrashLoopBackOff> & \"restarting\"".into());
+        failed.snapshot = SnapshotResult::Mismatched("events of crash-loop on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal Started (kubelet): Started container <web>\n    wrote x.snap.new; read it".into());
+        failed.logs = Some("/tmp/faultlab-logs/crash-loop".into());
+        failed.notes = vec!["the cluster was kept: kind delete cluster --name faultlab".into()];
+        failed.teardown_errors = vec!["deleting namespace: timed out".into()];
+        failed.timings = Timings { setup: Some(3.1), inject: Some(0.4), symptom: Some(20.0), fix: Some(1.0), recovery: None, teardown: Some(2.0), waiting: Some(50.3) };
+        let mut events = vec![event(1.0, "Normal", "Scheduled", "assigned"), event(2.0, "Normal", "Pulled", "image <web> & \"sidecar\" already present")];
+        events.extend((0..30).map(|i| event(4.0 + i as f64 * 1.5, "Warning", "BackOff", "Back-off restarting failed container web in pod web_ns(<uid>)")));
+        events.push(event(60.0, "Normal", "Killing", "Stopping container web"));
+        failed.timeline = Timeline {
+            started: "2026-05-01T10:01:00Z".into(),
+            phases: vec![span(Phase::Setup, 0.0, Some(3.1)), span(Phase::Inject, 3.1, Some(3.5)), span(Phase::Symptom, 3.5, Some(23.5)), span(Phase::Fix, 23.5, Some(24.5)), span(Phase::Recovery, 24.5, None)],
+            events,
+            waits: vec![
+                TimedWait { phase: Phase::Setup, what: "pod -l app=web phase=Running ready=true (within 2m)".into(), start: 0.5, end: 3.0, met: true },
+                TimedWait { phase: Phase::Symptom, what: "pod -l app=web reason=CrashLoopBackOff".into(), start: 3.6, end: 23.4, met: true },
+                TimedWait { phase: Phase::Recovery, what: "pod -l app=web phase=Running ready=true (within 30s)".into(), start: 24.6, end: 54.6, met: false },
+            ],
+            pods: vec![pod(0.4, "Pending ContainerCreating"), pod(2.5, "Running ready"), pod(5.0, "Running CrashLoopBackOff"), pod(26.0, "Running not ready")],
+        };
+        failed.events = vec![Normalised { object: "Pod/web".into(), type_: "Warning".into(), reason: "BackOff".into(), source: "kubelet".into(), message: "Back-off".into() }];
+
+        let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
+        SuiteReport { wall_seconds: 95.25, scenarios: vec![passed, failed, ignored] }
+    }
+
+    #[test]
+    fn the_page_shows_every_run_its_marks_and_its_differences() {
+        let report = suite();
+        let page = suite_page(&report, "faultlab <nightly> & co");
+        if let Ok(path) = std::env::var("FAULTLAB_HTML_SAMPLE") {
+            std::fs::write(&path, &page).unwrap();
+        }
+        assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+        assert!(page.contains("<title>faultlab &#60;nightly&#62; &#38; co</title>") || page.contains("<title>faultlab &lt;nightly&gt; &amp; co</title>"), "the title is escaped");
+        assert!(page.contains("95.2 s"), "the wall time");
+        assert!(page.contains("<dt>cluster ready in</dt><dd class=\"mono\">41.0 s</dd>"), "{page}");
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="passed">"#));
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="crash-loop" data-status="failed">"#));
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="disk-full" data-status="ignored">"#));
+        assert_eq!(page.matches(r#"<tr class="scenario""#).count(), 3);
+        assert!(page.contains(r##"<a href="#crash-loop">crash-loop</a>"##));
+        assert_eq!(page.matches(r#"<section id=""#).count(), 3);
+        assert!(page.contains(r#"<section id="crash-loop" class="run""#));
+        assert_eq!(page.matches("<svg class=\"timeline\"").count(), 2, "the ignored run has no timeline");
+        assert!(page.contains("No timeline was recorded"), "and says so");
+
+        let events: usize = report.scenarios.iter().map(|s| s.timeline.events.len()).sum();
+        assert_eq!(page.matches(r#"<g class="event""#).count(), events, "one mark per event");
+        assert_eq!(page.matches(r#"<g class="event" data-type="Warning" data-reason="BackOff">"#).count(), 30);
+        assert!(page.contains("<title>2.0 s Normal Pulled (kubelet) Pod/web-5d9c7b-x2x9q: image &#60;web&#62; &#38; &#34;sidecar&#34; already present</title>"), "{page}");
+        assert!(page.contains("BackOff ×"), "repeated events share a counted label");
+        assert!(!page.contains("<web>") && !page.contains("(<uid>)"), "no message reaches the page unescaped");
+
+        assert_eq!(page.matches(r#"<rect class="phase"#).count(), 11);
+        assert!(page.contains(r#"<rect class="phase" data-phase="setup""#));
+        assert!(page.contains("<title>setup: 0.0 s – 3.0 s (3.0 s)</title>"));
+        assert_eq!(page.matches(r#"<rect class="phase unfinished" data-phase="recovery""#).count(), 1);
+        assert!(page.contains("recovery: 24.5 s – unfinished (the timeline ends at 60.0 s)"));
+
+        assert_eq!(page.matches(r#"<g class="wait" data-met="true">"#).count(), 3);
+        assert_eq!(page.matches(r#"<g class="wait" data-met="false">"#).count(), 1);
+        assert!(page.contains("pod -l app=web phase=Running ready=true (within 30s): 24.6 s – 54.6 s (30.0 s), not met (recovery)"));
+        assert_eq!(page.matches(r#"<g class="pod-state""#).count(), 8);
+        assert!(page.contains("web-5d9c7b-x2x9q: Running CrashLoopBackOff, 5.0 s – 26.0 s (21.0 s)"));
+
+        assert!(page.contains(r#"<pre class="snapshot-diff">"#));
+        assert!(page.contains("Started container &#60;web&#62;"), "the difference, escaped");
+        assert!(page.contains("in recovery"), "the failed phase");
+        assert!(page.contains("last: &#60;Running CrashLoopBackOff&#62; &#38; &#34;restarting&#34;"), "the error, escaped");
+        assert!(page.contains("/tmp/faultlab-logs/crash-loop"));
+        assert!(page.contains("kind delete cluster --name faultlab"));
+        assert!(page.contains("deleting namespace: timed out"));
+        assert!(page.contains("no cluster configured"));
+        assert!(page.contains("12.0 s") && page.contains("<td>–</td>"), "phase times, and a dash for none");
+
+        for outside in ["http://", "https://", "src=", "<link", "<script", "@import", "url(http"] {
+            assert!(!page.contains(outside), "the page loads nothing: {outside}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_difference_that_is_the_error_is_shown_once() {
+        let mut report = suite();
+        let failed = &mut report.scenarios[1];
+        let SnapshotResult::Mismatched(d) = &failed.snapshot else { unreachable!() };
+        failed.error = Some(d.clone());
+        let page = suite_page(&report, "t");
+        assert_eq!(page.matches("1 missing, 0 unexpected").count(), 1, "{page}");
+    }
+
+    #[test]
+    fn a_scenario_run_twice_gets_two_anchors() {
+        let mut report = suite();
+        let again = report.scenarios[0].clone();
+        report.scenarios.push(again);
+        let page = suite_page(&report, "t");
+        assert!(page.contains(r#"<section id="pause-missing" "#) && page.contains(r#"<section id="pause-missing-2" "#));
+        assert!(page.contains(r##"href="#pause-missing-2""##));
+    }
+
+    #[test]
+    fn a_page_renders_from_the_json_report() {
+        let report = suite();
+        let back: SuiteReport = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(suite_page(&back, "t"), suite_page(&report, "t"));
+
+        let json = r#"{
+          "wall_seconds": 12.5,
+          "scenarios": [{
+            "scenario": "pause-missing", "provider": "kind", "platform": "p", "node": "n", "namespace": "ns",
+            "status": "failed", "failed_phase": "symptom", "error": "no <symptom>",
+            "timings": {"setup": 2.0, "inject": 0.5, "symptom": 10.0, "fix": null, "recovery": null, "teardown": 1.0},
+            "events": [], "snapshot": {"result": "skipped", "detail": "the run failed"}, "record": [],
+            "timeline": {
+              "started": "2026-05-01T10:00:00Z",
+              "phases": [{"phase": "setup", "start": 0.0, "end": 2.0}, {"phase": "symptom", "start": 2.5}],
+              "events": [{"at": 3.0, "object": "Pod/web", "type": "Warning", "reason": "Failed", "source": "kubelet", "message": "a & b"}],
+              "waits": [{"phase": "symptom", "what": "pod -l app=web", "start": 2.5, "end": 12.5, "met": false}],
+              "pods": [{"at": 0.5, "pod": "web", "state": "Pending ContainerCreating"}]
+            }
+          }]
+        }"#;
+        let report: SuiteReport = serde_json::from_str(json).unwrap();
+        let page = suite_page(&report, "from JSON");
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="failed">"#), "{page}");
+        assert!(page.contains("<title>3.0 s Warning Failed (kubelet) Pod/web: a &#38; b</title>"), "{page}");
+        assert!(page.contains(r#"<rect class="phase unfinished" data-phase="symptom""#), "{page}");
+        assert!(page.contains(r#"<g class="wait" data-met="false">"#), "{page}");
+        assert!(page.contains("no &#60;symptom&#62;") && page.contains("in symptom"), "{page}");
+        assert!(page.contains("the run failed"), "why the snapshot was not compared");
+    }
+
+    #[rstest]
+    #[case::instant(0.0, 0.1)]
+    #[case::a_second(1.0, 0.1)]
+    #[case::three_seconds(3.0, 0.5)]
+    #[case::ten_seconds(10.0, 1.0)]
+    #[case::eleven_seconds(11.0, 1.0)]
+    #[case::twelve_seconds(12.0, 2.0)]
+    #[case::half_a_minute(30.0, 5.0)]
+    #[case::a_minute(60.0, 10.0)]
+    #[case::two_minutes(125.0, 20.0)]
+    #[case::five_minutes(300.0, 30.0)]
+    #[case::ten_minutes(600.0, 60.0)]
+    #[case::twenty_minutes(1200.0, 120.0)]
+    #[case::an_hour(3600.0, 600.0)]
+    #[case::a_day(86_400.0, 14_400.0)]
+    fn ticks_are_few_and_round(#[case] span: f64, #[case] step: f64) {
+        assert_eq!(tick_step(span), step);
+        let count = (span / step).floor() + 1.0;
+        assert!(count <= 12.0, "{count} ticks");
+        assert!(span < 0.4 || count >= 5.0, "{count} ticks");
+    }
+
+    #[test]
+    fn labels_do_not_overlap_and_marks_stay() {
+        // Twenty events of different reasons in two seconds: every mark is drawn, and the labels that are
+        // drawn do not overlap on their rows.
+        let events: Vec<TimedEvent> = (0..20).map(|i| event(10.0 + i as f64 * 0.1, "Normal", &format!("Reason{i}"), "m")).collect();
+        let svg = Svg::new(&Timeline { events, ..Timeline::default() }, 0);
+        assert_eq!(svg.events.len(), 20);
+        assert!(svg.labels.len() < 20 && !svg.labels.is_empty());
+        let mut by_row: HashMap<i64, Vec<(f64, f64)>> = HashMap::new();
+        for l in &svg.labels {
+            let left = if l.anchor == "end" { l.x - text_width(&l.text) } else { l.x };
+            by_row.entry(l.y as i64).or_default().push((left, left + text_width(&l.text)));
+        }
+        assert!(by_row.len() <= LABEL_ROWS);
+        for spans in by_row.values() {
+            for pair in spans.windows(2) {
+                assert!(pair[0].1 <= pair[1].0, "{pair:?} overlap");
+            }
+        }
+        assert!(svg.events.iter().all(|e| e.x >= LEFT - 2.0 && e.x <= WIDTH - RIGHT));
+    }
+
+    #[rstest]
+    #[case("Running ready", "ok")]
+    #[case("Running not ready", "waiting")]
+    #[case("Pending ContainerCreating", "waiting")]
+    #[case("Pending ErrImagePull", "bad")]
+    #[case("Running CrashLoopBackOff", "bad")]
+    #[case("Failed Error", "bad")]
+    #[case("Succeeded Completed", "ok")]
+    #[case("terminating", "gone")]
+    #[case("deleted", "gone")]
+    fn pod_states_are_coloured_by_kind(#[case] state: &str, #[case] kind: &str) {
+        assert_eq!(state_kind(state), kind);
+    }
+}
