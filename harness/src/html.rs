@@ -127,7 +127,7 @@ impl<'a> Run<'a> {
             teardown_errors: &r.teardown_errors,
             logs: r.logs.as_deref(),
             notes: &r.notes,
-            timeline: (!r.timeline.is_empty()).then(|| Svg::new(&r.timeline, index)),
+            timeline: (!r.timeline.is_empty()).then(|| Svg::new(&r.timeline, index, &format!("timeline of {}", r.scenario))),
         }
     }
 }
@@ -179,6 +179,8 @@ fn tick_step(span: f64) -> f64 {
 
 /// A run's timeline, laid out: every number is in pixels.
 struct Svg {
+    /// What it shows, for screen readers.
+    label: String,
     width: f64,
     height: f64,
     /// The id of this timeline's hatching (unfinished phases); unique in the page.
@@ -279,11 +281,12 @@ impl Scale {
 }
 
 impl Svg {
-    fn new(t: &Timeline, index: usize) -> Svg {
+    fn new(t: &Timeline, index: usize, label: &str) -> Svg {
         let end = t.end();
         let span = if end.is_finite() && end > 0.0 { end } else { 1.0 };
         let scale = Scale { span };
         let mut svg = Svg {
+            label: label.into(),
             width: WIDTH,
             height: 0.0,
             hatch: format!("hatch-{index}"),
@@ -455,13 +458,17 @@ impl Svg {
 
 /// The ticks at every multiple of the step from 0 to the span.
 fn ticks(span: f64, scale: &Scale) -> Vec<Tick> {
+    ticks_in(span, scale, run_tick)
+}
+
+/// The ticks at every multiple of the step from 0 to the span, each written by `text(t, step)`.
+fn ticks_in(span: f64, scale: &Scale, text: fn(f64, f64) -> String) -> Vec<Tick> {
     let step = tick_step(span);
     let count = (span / step + 1e-9).floor() as usize;
     (0..=count)
         .map(|i| {
             let t = i as f64 * step;
-            let text = if step < 1.0 { format!("{t:.1} s") } else { format!("{t:.0} s") };
-            Tick { x: scale.x(t), text }
+            Tick { x: scale.x(t), text: text(t, step) }
         })
         .collect()
 }
@@ -476,6 +483,300 @@ fn state_kind(state: &str) -> &'static str {
         ("Running", "ready") | ("Succeeded", _) => "ok",
         ("Pending", "" | "ContainerCreating" | "PodInitializing") | ("Running", "not ready" | "") => "waiting",
         _ => "bad",
+    }
+}
+
+/// A training session, for its debrief page: how the cluster was broken, then what the trainee asked
+/// and checked, and when. Plain data: `training` fills it in from a session (this module knows nothing
+/// of sessions). Times are in seconds from the symptom shown (`started`, the session's 0 s) unless a
+/// field says otherwise.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Debrief {
+    pub scenario: String,
+    /// The document the scenario follows: its name, title and section.
+    pub document: String,
+    pub title: String,
+    pub section: Option<String>,
+    pub session: String,
+    pub namespace: String,
+    /// When the symptom was shown, RFC 3339 (UTC): the clock starts.
+    pub started: String,
+    /// How the cluster was broken: the setup, inject and symptom phases, their waits and events, in
+    /// seconds from the break's start (the session's 0 s is where it ends).
+    pub broke: Timeline,
+    /// Each hint asked, in order.
+    pub hints: Vec<DebriefHint>,
+    /// How many hints the scenario has.
+    pub hints_available: usize,
+    /// Each `faultlab check`, in order.
+    pub checks: Vec<DebriefCheck>,
+    /// When the documented fix was shown.
+    pub solution_at: Option<f64>,
+    /// When a check first found the cluster fixed, RFC 3339 (UTC).
+    pub fixed_at: Option<String>,
+    /// The time to fix: from the symptom shown to that check.
+    pub time_to_fix: Option<f64>,
+    /// The session was reset before it was fixed: when.
+    pub reset_unfixed: Option<f64>,
+}
+
+/// A hint asked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DebriefHint {
+    /// `None`: the session did not record when (it began before hints were timed).
+    pub at: Option<f64>,
+    pub text: String,
+}
+
+/// One `faultlab check`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DebriefCheck {
+    pub at: f64,
+    pub fixed: bool,
+    /// What still failed, one line each (a line may hold several).
+    pub failing: Vec<String>,
+}
+
+/// A training session's debrief as one self-contained HTML page, styled as the suite's: a summary, the
+/// break's timeline, the session's own timeline (hints, checks, the solution, the fix) and every check
+/// with what still failed.
+pub fn debrief_page(d: &Debrief) -> String {
+    let mut source = format!("{} — {}", d.document, d.title);
+    if let Some(section) = &d.section {
+        source.push_str(&format!(" / {section}"));
+    }
+    let not_fixed = d.checks.iter().filter(|c| !c.fixed).count();
+    let summary = vec![
+        ("broken at", d.started.clone()),
+        (
+            "fixed at",
+            match (&d.fixed_at, d.reset_unfixed) {
+                (Some(at), _) => at.clone(),
+                (None, Some(reset)) => format!("not fixed: reset after {}", clock(reset)),
+                (None, None) => "not fixed".into(),
+            },
+        ),
+        ("time to fix", d.time_to_fix.map(|t| format!("{} ({})", clock(t), seconds(t))).unwrap_or_else(|| "–".into())),
+        ("hints asked", format!("{} of {}", d.hints.len(), d.hints_available)),
+        ("solution", d.solution_at.map(|t| format!("shown at {}", clock(t))).unwrap_or_else(|| "not shown".into())),
+        (
+            "checks",
+            match (d.checks.len(), not_fixed) {
+                (0, _) => "none".into(),
+                (n, 0) => format!("{n}"),
+                (n, k) => format!("{n} ({k} not fixed)"),
+            },
+        ),
+    ];
+    let page = DebriefPage {
+        title: format!("Debrief: {}", d.scenario),
+        d,
+        source,
+        fixed: d.time_to_fix.is_some(),
+        summary,
+        broke_end: seconds(d.broke.end()),
+        timeline: (!d.broke.is_empty()).then(|| Svg::new(&d.broke, 0, &format!("how {} was broken", d.scenario))),
+        session: SessionSvg::new(d),
+        hints: d
+            .hints
+            .iter()
+            .enumerate()
+            .map(|(i, h)| Item { n: i + 1, at: h.at.map(clock).unwrap_or_else(|| "–".into()), fixed: false, text: &h.text, failing: &[] })
+            .collect(),
+        checks: d.checks.iter().enumerate().map(|(i, c)| Item { n: i + 1, at: clock(c.at), fixed: c.fixed, text: "", failing: &c.failing }).collect(),
+    };
+    // As the suite page: strings and numbers only, and no filter that can fail.
+    page.render().expect("the debrief page renders")
+}
+
+#[derive(Template)]
+#[template(path = "debrief.html")]
+struct DebriefPage<'a> {
+    title: String,
+    d: &'a Debrief,
+    /// `document — title / section`.
+    source: String,
+    fixed: bool,
+    summary: Vec<(&'static str, String)>,
+    /// Where the break's timeline ends: the session's 0 s.
+    broke_end: String,
+    timeline: Option<Svg>,
+    session: SessionSvg,
+    hints: Vec<Item<'a>>,
+    checks: Vec<Item<'a>>,
+}
+
+/// A hint or a check in the page's lists.
+struct Item<'a> {
+    n: usize,
+    at: String,
+    fixed: bool,
+    text: &'a str,
+    failing: &'a [String],
+}
+
+/// `4m12s` from a minute on, `12.3 s` below.
+fn clock(s: f64) -> String {
+    if s < 60.0 {
+        seconds(s)
+    } else {
+        crate::duration::format(std::time::Duration::from_secs(s.round() as u64))
+    }
+}
+
+const SESSION_MARK: f64 = 16.0;
+
+/// The session on its own time axis, from the symptom shown (0 s) to the last thing that happened:
+/// the cluster broken then fixed, each hint, each check, the solution shown, the fix and a reset.
+struct SessionSvg {
+    width: f64,
+    height: f64,
+    plot_left: f64,
+    plot_right: f64,
+    axis_y: f64,
+    ticks: Vec<Tick>,
+    lanes: Vec<LaneName>,
+    /// The cluster's state: `broken`, then `fixed`.
+    bands: Vec<Band>,
+    hints: Vec<Mark>,
+    checks: Vec<CheckMark>,
+    solution: Option<Mark>,
+    /// A line across the lanes where the cluster was found fixed.
+    fix: Option<Rule>,
+    /// Where the session was reset unfixed.
+    reset: Option<Rule>,
+}
+
+struct Band {
+    kind: &'static str,
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    label: Option<String>,
+    title: String,
+}
+
+/// A hint or the solution: a bar with a short label beside it.
+struct Mark {
+    x: f64,
+    y: f64,
+    height: f64,
+    label: String,
+    label_x: f64,
+    anchor: &'static str,
+    title: String,
+}
+
+struct CheckMark {
+    fixed: bool,
+    cx: f64,
+    cy: f64,
+    title: String,
+}
+
+struct Rule {
+    x: f64,
+    y1: f64,
+    y2: f64,
+    title: String,
+}
+
+impl SessionSvg {
+    fn new(d: &Debrief) -> SessionSvg {
+        let times = d.hints.iter().filter_map(|h| h.at).chain(d.checks.iter().map(|c| c.at)).chain(d.solution_at).chain(d.time_to_fix).chain(d.reset_unfixed);
+        let last = times.filter(|t| t.is_finite()).fold(0.0, f64::max);
+        let span = if last > 0.0 { last } else { 1.0 };
+        let scale = Scale { span };
+        let mut svg = SessionSvg {
+            width: WIDTH,
+            height: 0.0,
+            plot_left: LEFT,
+            plot_right: LEFT + PLOT,
+            axis_y: AXIS - 4.0,
+            ticks: ticks_in(span, &scale, clock_tick),
+            lanes: vec![],
+            bands: vec![],
+            hints: vec![],
+            checks: vec![],
+            solution: None,
+            fix: None,
+            reset: None,
+        };
+        let lane = |svg: &mut SessionSvg, y: f64, text: &str, title: &str| svg.lanes.push(LaneName { y: px(y), text: text.into(), title: title.into() });
+
+        // The cluster: broken from 0 to the fix (or the reset, or the last thing), then fixed.
+        let top = AXIS + 4.0;
+        lane(&mut svg, top + 15.0, "cluster", "the cluster: broken from the symptom shown, fixed from the first check that found it fixed");
+        let broken_until = d.time_to_fix.or(d.reset_unfixed).unwrap_or(span);
+        let (x, width) = scale.bar(0.0, broken_until);
+        let title = match (d.time_to_fix, d.reset_unfixed) {
+            (Some(t), _) => format!("broken: 0.0 s – {} ({})", seconds(t), clock(t)),
+            (None, Some(t)) => format!("broken: 0.0 s – {}, reset before it was fixed", seconds(t)),
+            (None, None) => format!("broken: from 0.0 s, not fixed (the timeline ends at {})", seconds(span)),
+        };
+        let label = (text_width("broken") + 6.0 <= width).then(|| "broken".to_string());
+        svg.bands.push(Band { kind: "broken", x, y: top, width, height: PHASE_HEIGHT, label, title });
+        if let Some(t) = d.time_to_fix {
+            let (x, width) = scale.bar(t, span);
+            let label = (text_width("fixed") + 6.0 <= width).then(|| "fixed".to_string());
+            svg.bands.push(Band { kind: "fixed", x, y: top, width, height: PHASE_HEIGHT, label, title: format!("fixed: from {}", seconds(t)) });
+        }
+
+        let mark = |t: f64, y: f64, label: String, title: String| {
+            let x = scale.x(t);
+            let (label_x, anchor) = if x + 5.0 + text_width(&label) <= WIDTH - 2.0 { (px(x + 5.0), "start") } else { (px(x - 4.0), "end") };
+            Mark { x: px(x - 1.5), y: px(y), height: SESSION_MARK, label, label_x, anchor, title }
+        };
+        let mut y = top + PHASE_HEIGHT + LANE_GAP;
+        lane(&mut svg, y + 12.0, "hints", "each hint asked; hover for its text");
+        for (i, h) in d.hints.iter().enumerate() {
+            let Some(at) = h.at else { continue };
+            svg.hints.push(mark(at, y, format!("{}", i + 1), format!("hint {} at {}: {}", i + 1, clock(at), h.text)));
+        }
+        y += SESSION_MARK + LANE_GAP;
+        lane(&mut svg, y + 12.0, "checks", "each faultlab check: green when fixed, red when not; hover for what still failed");
+        for (i, c) in d.checks.iter().enumerate() {
+            let title = if c.fixed {
+                format!("check {} at {}: fixed", i + 1, clock(c.at))
+            } else {
+                let failing: String = c.failing.iter().map(|f| format!("\n– {f}")).collect();
+                format!("check {} at {}: not fixed{failing}", i + 1, clock(c.at))
+            };
+            svg.checks.push(CheckMark { fixed: c.fixed, cx: scale.x(c.at), cy: px(y + SESSION_MARK / 2.0), title });
+        }
+        y += SESSION_MARK + LANE_GAP;
+        lane(&mut svg, y + 12.0, "solution", "when the documented fix was shown");
+        if let Some(at) = d.solution_at {
+            svg.solution = Some(mark(at, y, "solution shown".into(), format!("the solution was shown at {}", clock(at))));
+        }
+        y += SESSION_MARK;
+        if let Some(t) = d.time_to_fix {
+            svg.fix = Some(Rule { x: scale.x(t), y1: top, y2: px(y), title: format!("fixed after {} ({}), found by a check", clock(t), seconds(t)) });
+        }
+        if let Some(t) = d.reset_unfixed {
+            svg.reset = Some(Rule { x: scale.x(t), y1: top, y2: px(y), title: format!("reset unfixed after {}", clock(t)) });
+        }
+        svg.height = px(y + 6.0);
+        svg
+    }
+}
+
+/// A tick of the session's axis: minutes once the step is a minute or more.
+fn clock_tick(t: f64, step: f64) -> String {
+    if step >= 60.0 {
+        format!("{}m", (t / 60.0).round())
+    } else {
+        run_tick(t, step)
+    }
+}
+
+/// A tick of a run's axis, in seconds.
+fn run_tick(t: f64, step: f64) -> String {
+    if step < 1.0 {
+        format!("{t:.1} s")
+    } else {
+        format!("{t:.0} s")
     }
 }
 
@@ -660,6 +961,156 @@ mod tests {
         assert!(page.contains("the run failed"), "why the snapshot was not compared");
     }
 
+    /// A session fixed after two checks that were not, with two hints of three, the solution shown, and
+    /// texts that need escaping.
+    fn debrief() -> Debrief {
+        let mut broke = suite().scenarios[0].timeline.clone();
+        broke.phases.truncate(3);
+        broke.pods.truncate(2);
+        Debrief {
+            scenario: "pause-missing".into(),
+            document: "cce_faq_00140.html".into(),
+            title: "What can I do if a pod <stays> ContainerCreating?".into(),
+            section: Some("Cause 3 & its fix".into()),
+            session: "faultlab-pause-missing-x1".into(),
+            namespace: "faultlab-pause-missing-x1".into(),
+            started: "2026-05-01T10:00:07Z".into(),
+            broke,
+            hints: vec![
+                DebriefHint { at: Some(42.5), text: "Which step comes before any container <starts>?".into() },
+                DebriefHint { at: Some(130.0), text: "Is the sandbox image on the node (`ctr -n k8s.io images ls`)?".into() },
+            ],
+            hints_available: 3,
+            checks: vec![
+                DebriefCheck { at: 95.2, fixed: false, failing: vec!["pod -l app=web phase=Running ready=true: not met; last: <Pending ContainerCreating>".into(), "the fault is still there: image \"k8s.gcr.io/pause:3.2\" & more".into()] },
+                DebriefCheck { at: 200.0, fixed: false, failing: vec!["pod -l app=web phase=Running ready=true: not met".into()] },
+                DebriefCheck { at: 252.3, fixed: true, failing: vec![] },
+                DebriefCheck { at: 270.0, fixed: true, failing: vec![] },
+            ],
+            solution_at: Some(180.0),
+            fixed_at: Some("2026-05-01T10:04:19Z".into()),
+            time_to_fix: Some(252.3),
+            reset_unfixed: None,
+        }
+    }
+
+    #[test]
+    fn the_debrief_shows_the_break_the_session_and_every_check() {
+        let d = debrief();
+        let page = debrief_page(&d);
+        if let Ok(path) = std::env::var("FAULTLAB_HTML_SAMPLE_DEBRIEF") {
+            std::fs::write(&path, &page).unwrap();
+        }
+        assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+        assert!(page.contains("<title>Debrief: pause-missing</title>") && page.contains("<h1>Debrief: pause-missing</h1>"), "{page}");
+        assert!(page.contains("cce_faq_00140.html — What can I do if a pod &#60;stays&#62; ContainerCreating? / Cause 3 &#38; its fix"), "{page}");
+        assert!(page.contains("<dd class=\"mono\">faultlab-pause-missing-x1</dd>"));
+        for (k, v) in [
+            ("broken at", "2026-05-01T10:00:07Z"),
+            ("fixed at", "2026-05-01T10:04:19Z"),
+            ("time to fix", "4m12s (252.3 s)"),
+            ("hints asked", "2 of 3"),
+            ("solution", "shown at 3m"),
+            ("checks", "4 (2 not fixed)"),
+        ] {
+            assert!(page.contains(&format!("<dt>{k}</dt><dd class=\"mono\">{v}</dd>")), "{k}: {v}\n{page}");
+        }
+        assert!(page.contains(r#"<span class="status passed">fixed</span>"#));
+
+        // The break: the suite's timeline, its three phases, its events.
+        assert_eq!(page.matches("<svg class=\"timeline\"").count(), 1, "the break's timeline");
+        assert_eq!(page.matches(r#"<rect class="phase""#).count(), 3);
+        assert_eq!(page.matches(r#"<g class="event""#).count(), d.broke.events.len());
+        assert!(page.contains("ends (7.5 s)"), "where the session's clock starts: {page}");
+
+        // The session: a mark per hint, per check, the solution, the fix.
+        assert_eq!(page.matches("<svg class=\"timeline session\"").count(), 1);
+        assert_eq!(page.matches(r#"<g class="hint">"#).count(), 2);
+        assert!(page.contains("<title>hint 1 at 42.5 s: Which step comes before any container &#60;starts&#62;?</title>"), "{page}");
+        assert!(page.contains("<title>hint 2 at 2m10s: Is the sandbox image on the node (`ctr -n k8s.io images ls`)?</title>"), "{page}");
+        assert_eq!(page.matches(r#"<g class="check" data-fixed="false">"#).count(), 2);
+        assert_eq!(page.matches(r#"<g class="check" data-fixed="true">"#).count(), 2);
+        assert!(
+            page.contains("<title>check 1 at 1m35s: not fixed\n– pod -l app=web phase=Running ready=true: not met; last: &#60;Pending ContainerCreating&#62;\n– the fault is still there: image &#34;k8s.gcr.io/pause:3.2&#34; &#38; more</title>"),
+            "{page}"
+        );
+        assert!(page.contains("<title>check 3 at 4m12s: fixed</title>"), "{page}");
+        assert_eq!(page.matches(r#"<g class="solution">"#).count(), 1);
+        assert!(page.contains("<title>the solution was shown at 3m</title>"));
+        assert_eq!(page.matches(r#"<g class="fix">"#).count(), 1);
+        assert!(page.contains("<title>fixed after 4m12s (252.3 s), found by a check</title>"));
+        assert!(!page.contains(r#"<g class="reset">"#));
+        assert!(page.contains(r#"<g class="band" data-kind="broken">"#) && page.contains(r#"<g class="band" data-kind="fixed">"#));
+        assert!(page.contains(">240 s</text>"), "the session's axis: {page}");
+
+        // The lists: each check with what still failed, escaped.
+        assert_eq!(page.matches(r#"<li class="check-attempt" data-fixed="false">"#).count(), 2);
+        assert_eq!(page.matches(r#"<li class="check-attempt" data-fixed="true">"#).count(), 2);
+        assert!(page.contains("<li><pre>the fault is still there: image &#34;k8s.gcr.io/pause:3.2&#34; &#38; more</pre></li>"), "{page}");
+        assert!(page.contains("Which step comes before any container &#60;starts&#62;?</li>"));
+        assert!(!page.contains("<starts>") && !page.contains("<stays>") && !page.contains("<Pending"), "no text reaches the page unescaped");
+
+        for outside in ["http://", "https://", "src=", "<link", "<script", "@import", "url(http"] {
+            assert!(!page.contains(outside), "the page loads nothing: {outside}");
+        }
+    }
+
+    #[test]
+    fn a_session_never_fixed_says_so() {
+        let d = Debrief {
+            hints: vec![],
+            checks: vec![DebriefCheck { at: 30.0, fixed: false, failing: vec!["ConfigMap app-config is still missing".into()] }],
+            solution_at: None,
+            fixed_at: None,
+            time_to_fix: None,
+            reset_unfixed: Some(600.0),
+            ..debrief()
+        };
+        let page = debrief_page(&d);
+        assert!(page.contains(r#"<span class="status failed">not fixed</span>"#), "{page}");
+        assert!(page.contains("<dt>fixed at</dt><dd class=\"mono\">not fixed: reset after 10m</dd>"), "{page}");
+        assert!(page.contains("<dt>time to fix</dt><dd class=\"mono\">–</dd>"));
+        assert!(page.contains("<dt>hints asked</dt><dd class=\"mono\">0 of 3</dd>"));
+        assert!(page.contains("<dt>solution</dt><dd class=\"mono\">not shown</dd>"));
+        assert!(page.contains("No hint was asked."));
+        assert_eq!(page.matches(r#"<g class="check" data-fixed="false">"#).count(), 1);
+        assert!(!page.contains(r#"<g class="check" data-fixed="true">"#) && !page.contains(r#"<li class="check-attempt" data-fixed="true">"#), "{page}");
+        for absent in [r#"<g class="hint">"#, r#"<g class="solution">"#, r#"<g class="fix">"#, r#"<g class="band" data-kind="fixed">"#] {
+            assert!(!page.contains(absent), "{absent}");
+        }
+        assert!(page.contains(r#"<g class="reset"><title>reset unfixed after 10m</title>"#), "{page}");
+        assert!(page.contains("broken: 0.0 s – 600.0 s, reset before it was fixed"));
+    }
+
+    #[test]
+    fn an_empty_session_still_renders() {
+        // Nothing asked, nothing checked, no break recorded (a session file from before timelines).
+        let d = Debrief { scenario: "s".into(), hints_available: 2, hints: vec![DebriefHint { at: None, text: "untimed".into() }], ..Debrief::default() };
+        let page = debrief_page(&d);
+        assert!(page.contains("No timeline was recorded for the break."), "{page}");
+        assert!(page.contains("The trainee never ran"));
+        assert!(page.contains("<dt>checks</dt><dd class=\"mono\">none</dd>"));
+        assert!(page.contains("<dt>hints asked</dt><dd class=\"mono\">1 of 2</dd>"));
+        assert!(page.contains("<li><span class=\"mono\">–</span> untimed</li>"), "an untimed hint is listed: {page}");
+        assert!(!page.contains(r#"<g class="hint">"#), "but has no mark");
+        assert_eq!(page.matches("<svg class=\"timeline").count(), 1, "only the session's lane");
+    }
+
+    #[test]
+    fn the_session_lane_spans_to_the_last_thing() {
+        let svg = SessionSvg::new(&debrief());
+        let right = LEFT + PLOT;
+        assert_eq!(svg.checks.last().map(|c| c.cx), Some(right), "the last check is at the axis' end");
+        assert!(svg.hints.iter().all(|h| h.x > LEFT && h.x < right));
+        assert!(svg.ticks.iter().all(|t| t.x <= right) && svg.ticks.len() >= 5);
+        let fix = svg.fix.as_ref().unwrap();
+        assert!((fix.x - (LEFT + 252.3 / 270.0 * PLOT)).abs() < 0.1);
+        let late = Debrief { reset_unfixed: Some(400.0), ..debrief() };
+        assert_eq!(SessionSvg::new(&late).reset.map(|r| r.x), Some(right), "a reset after the rest ends the axis");
+        let long = SessionSvg::new(&Debrief { reset_unfixed: Some(1500.0), ..debrief() });
+        assert_eq!(long.ticks.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(), ["0m", "5m", "10m", "15m", "20m", "25m"], "minutes once ticks are a minute apart");
+    }
+
     #[rstest]
     #[case::instant(0.0, 0.1)]
     #[case::a_second(1.0, 0.1)]
@@ -687,7 +1138,7 @@ mod tests {
         // Twenty events of different reasons in two seconds: every mark is drawn, and the labels that are
         // drawn do not overlap on their rows.
         let events: Vec<TimedEvent> = (0..20).map(|i| event(10.0 + i as f64 * 0.1, "Normal", &format!("Reason{i}"), "m")).collect();
-        let svg = Svg::new(&Timeline { events, ..Timeline::default() }, 0);
+        let svg = Svg::new(&Timeline { events, ..Timeline::default() }, 0, "t");
         assert_eq!(svg.events.len(), 20);
         assert!(svg.labels.len() < 20 && !svg.labels.is_empty());
         let mut by_row: HashMap<i64, Vec<(f64, f64)>> = HashMap::new();

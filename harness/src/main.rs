@@ -432,6 +432,13 @@ async fn main() -> Result<()> {
             if !sc.workload.cluster_objects.is_empty() {
                 println!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
             }
+            let reach = match sc.fault.fault().reach() {
+                faultlab::faults::Reach::Namespace => "the run's namespace only",
+                faultlab::faults::Reach::Node => "the node",
+                faultlab::faults::Reach::Cluster => "the whole cluster",
+                faultlab::faults::Reach::Host(_) => "the node, and on kind the host",
+            };
+            println!("reach:    {reach}");
             if let Some(reach) = sc.fault.fault().host_wide_on_kind() {
                 println!("on kind:  reaches past the node container into the host: {reach}; runs on kind only with --allow-host-wide");
             }
