@@ -1,10 +1,12 @@
 //! The HTML report: one page for a whole suite, with a summary table and, for each scenario, its
-//! outcome and a timeline of its phases, waits, events and pod states.
+//! outcome and a timeline of its phases, waits, events and pod states. Also a training session's
+//! debrief ([`debrief_page`]): how the cluster was broken, then the trainee's hints, checks and fix.
 //!
 //! The page is self-contained: its styles are inline, it has no scripts and loads nothing, so it opens
 //! offline and in a CI artifact viewer. Hover texts are `title` elements. This module computes where
-//! each bar, mark and label of a timeline goes; `templates/report.html` writes the elements, and askama
-//! escapes every text in it.
+//! each bar, mark and label of a timeline goes; `templates/report.html` and `templates/debrief.html`
+//! write the elements (a run's timeline and the styles are `timeline.html` and `style.html`, which both
+//! include), and askama escapes every text in them.
 
 use std::collections::HashMap;
 
@@ -510,7 +512,9 @@ pub struct Debrief {
     pub hints_available: usize,
     /// Each `faultlab check`, in order.
     pub checks: Vec<DebriefCheck>,
-    /// When the documented fix was shown.
+    /// Whether the documented fix was shown, and when (`None`: not recorded, in a session from before
+    /// the solution was timed).
+    pub solution_shown: bool,
     pub solution_at: Option<f64>,
     /// When a check first found the cluster fixed, RFC 3339 (UTC).
     pub fixed_at: Option<String>,
@@ -558,7 +562,14 @@ pub fn debrief_page(d: &Debrief) -> String {
         ),
         ("time to fix", d.time_to_fix.map(|t| format!("{} ({})", clock(t), seconds(t))).unwrap_or_else(|| "–".into())),
         ("hints asked", format!("{} of {}", d.hints.len(), d.hints_available)),
-        ("solution", d.solution_at.map(|t| format!("shown at {}", clock(t))).unwrap_or_else(|| "not shown".into())),
+        (
+            "solution",
+            match (d.solution_shown, d.solution_at) {
+                (_, Some(t)) => format!("shown at {}", clock(t)),
+                (true, None) => "shown".into(),
+                (false, None) => "not shown".into(),
+            },
+        ),
         (
             "checks",
             match (d.checks.len(), not_fixed) {
@@ -577,13 +588,8 @@ pub fn debrief_page(d: &Debrief) -> String {
         broke_end: seconds(d.broke.end()),
         timeline: (!d.broke.is_empty()).then(|| Svg::new(&d.broke, 0, &format!("how {} was broken", d.scenario))),
         session: SessionSvg::new(d),
-        hints: d
-            .hints
-            .iter()
-            .enumerate()
-            .map(|(i, h)| Item { n: i + 1, at: h.at.map(clock).unwrap_or_else(|| "–".into()), fixed: false, text: &h.text, failing: &[] })
-            .collect(),
-        checks: d.checks.iter().enumerate().map(|(i, c)| Item { n: i + 1, at: clock(c.at), fixed: c.fixed, text: "", failing: &c.failing }).collect(),
+        hints: d.hints.iter().map(|h| Item { at: h.at.map(clock).unwrap_or_else(|| "–".into()), fixed: false, text: &h.text, failing: &[] }).collect(),
+        checks: d.checks.iter().map(|c| Item { at: clock(c.at), fixed: c.fixed, text: "", failing: &c.failing }).collect(),
     };
     // As the suite page: strings and numbers only, and no filter that can fail.
     page.render().expect("the debrief page renders")
@@ -608,7 +614,6 @@ struct DebriefPage<'a> {
 
 /// A hint or a check in the page's lists.
 struct Item<'a> {
-    n: usize,
     at: String,
     fixed: bool,
     text: &'a str,
@@ -987,6 +992,7 @@ mod tests {
                 DebriefCheck { at: 252.3, fixed: true, failing: vec![] },
                 DebriefCheck { at: 270.0, fixed: true, failing: vec![] },
             ],
+            solution_shown: true,
             solution_at: Some(180.0),
             fixed_at: Some("2026-05-01T10:04:19Z".into()),
             time_to_fix: Some(252.3),
@@ -1060,6 +1066,7 @@ mod tests {
         let d = Debrief {
             hints: vec![],
             checks: vec![DebriefCheck { at: 30.0, fixed: false, failing: vec!["ConfigMap app-config is still missing".into()] }],
+            solution_shown: false,
             solution_at: None,
             fixed_at: None,
             time_to_fix: None,
@@ -1093,6 +1100,8 @@ mod tests {
         assert!(page.contains("<dt>hints asked</dt><dd class=\"mono\">1 of 2</dd>"));
         assert!(page.contains("<li><span class=\"mono\">–</span> untimed</li>"), "an untimed hint is listed: {page}");
         assert!(!page.contains(r#"<g class="hint">"#), "but has no mark");
+        let shown = debrief_page(&Debrief { solution_shown: true, ..d });
+        assert!(shown.contains("<dt>solution</dt><dd class=\"mono\">shown</dd>"), "shown, when not recorded: {shown}");
         assert_eq!(page.matches("<svg class=\"timeline").count(), 1, "only the session's lane");
     }
 

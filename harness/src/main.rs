@@ -582,6 +582,10 @@ async fn main() -> Result<()> {
                     solved.hints_used,
                     if solved.solution_shown { " and the solution shown" } else { "" }
                 );
+                match training::write_debrief(&s, false) {
+                    Ok(path) => println!("debrief: {}", path.display()),
+                    Err(e) => eprintln!("warning: no debrief page: {e}"),
+                }
                 println!("`faultlab reset` restores the cluster and closes the session.");
             } else {
                 println!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
@@ -597,7 +601,13 @@ async fn main() -> Result<()> {
         }
         Command::Reset { session } => {
             let s = training::Session::find(session.session.as_deref())?;
+            // Written before the session file goes; the page stays.
+            let debrief = training::write_debrief(&s, s.solved.is_none());
             let errors = training::reset(&s).await?;
+            match debrief {
+                Ok(path) => println!("debrief: {}", path.display()),
+                Err(e) => eprintln!("warning: no debrief page: {e}"),
+            }
             if errors.is_empty() {
                 println!("session {} reset: everything it changed is restored", s.id);
             } else {

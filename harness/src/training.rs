@@ -16,13 +16,14 @@ use thiserror::Error;
 
 use crate::datafile::ApiVersion;
 use crate::faults::Presence;
+use crate::html::{self, Debrief, DebriefCheck, DebriefHint};
 use crate::journal::{self, ClusterRef, Journal, JournalError};
 use crate::node::NodeProfile;
 use crate::provider::existing::Existing;
 use crate::provider::{check_safety, Provider};
 use crate::record::Recorder;
 use crate::runner::{Run, RunError};
-use crate::scenario::{self, Loaded};
+use crate::scenario::{self, Loaded, Scenario};
 use crate::suite::ProviderChoice;
 use crate::wait;
 
@@ -47,6 +48,18 @@ pub enum TrainingError {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
+    },
+    #[error("cannot create the debrief's directory {}: {source}", path.display())]
+    DebriefDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write debrief page {}: {source}", path.display())]
+    DebriefWrite {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
     },
     #[error("training needs the test bed or an existing cluster here (--provider existing): kind clusters for trainees are not supported yet")]
     KindNotSupported,
@@ -496,3 +509,152 @@ pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
     Ok(errors)
 }
 
+
+/// The session's debrief: the scenario and its source, how the cluster was broken, each hint asked
+/// (with the scenario's text), each check, the solution and the fix. Reads the scenario for its hints.
+pub fn debrief(session: &Session) -> Result<Debrief, TrainingError> {
+    Ok(debrief_of(session, &session.loaded()?.scenario))
+}
+
+fn debrief_of(session: &Session, sc: &Scenario) -> Debrief {
+    let source = &sc.metadata.source;
+    // A session from before hints were timed counts them without times.
+    let asked = session.hints_used.max(session.hints_at.len());
+    let hints = (0..asked)
+        .map(|i| DebriefHint { at: session.hints_at.get(i).copied(), text: sc.hints.get(i).cloned().unwrap_or_else(|| format!("(hint {} is no longer in the scenario)", i + 1)) })
+        .collect();
+    Debrief {
+        scenario: session.scenario.clone(),
+        document: source.document.clone(),
+        title: source.title.clone(),
+        section: source.section.clone(),
+        session: session.id.clone(),
+        namespace: session.namespace.clone(),
+        started: rfc3339(session.started),
+        broke: session.broke.clone(),
+        hints,
+        hints_available: sc.hints.len(),
+        checks: session.checks.iter().map(|c| DebriefCheck { at: c.at, fixed: c.fixed, failing: c.failing.clone() }).collect(),
+        solution_shown: session.solution_shown || session.solution_at.is_some(),
+        solution_at: session.solution_at,
+        fixed_at: session.solved.as_ref().map(|s| rfc3339(session.started + s.seconds)),
+        time_to_fix: session.solved.as_ref().map(|s| s.seconds),
+        reset_unfixed: None,
+    }
+}
+
+/// Unix seconds as RFC 3339 (UTC), to the second.
+fn rfc3339(unix: f64) -> String {
+    jiff::Timestamp::from_second(unix.round() as i64).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// Write the session's debrief page, `<sessions dir>/<id>.html` (it stays after a reset); its path.
+/// `reset_unfixed`: the session is being reset before it was fixed (the page says when; ignored once
+/// it is fixed).
+pub fn write_debrief(session: &Session, reset_unfixed: bool) -> Result<PathBuf, TrainingError> {
+    let mut d = debrief(session)?;
+    if reset_unfixed && session.solved.is_none() {
+        d.reset_unfixed = Some(session.elapsed());
+    }
+    write_page(&sessions_dir(), &session.id, &d)
+}
+
+fn write_page(dir: &Path, id: &str, d: &Debrief) -> Result<PathBuf, TrainingError> {
+    std::fs::create_dir_all(dir).map_err(|source| TrainingError::DebriefDir { path: dir.to_owned(), source })?;
+    let path = dir.join(format!("{id}.html"));
+    let tmp = dir.join(format!("{id}.html.tmp"));
+    std::fs::write(&tmp, html::debrief_page(d)).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|source| TrainingError::DebriefWrite { path: path.clone(), source })?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session of pause-missing (faultlab's own scenario, for its hints) as its file holds it: two
+    /// hints asked, a check not fixed, then one fixed.
+    fn session() -> Session {
+        let json = serde_json::json!({
+            "apiVersion": "faultlab.dev/v1alpha1",
+            "kind": "TrainingSession",
+            "id": "faultlab-pause-missing-x1",
+            "scenario": "pause-missing",
+            "scenarioPath": scenario::default_dir().join("pause-missing.yaml"),
+            "namespace": "faultlab-pause-missing-x1",
+            "cluster": {"kubeconfig": "/tmp/kubeconfig", "context": "testbed"},
+            "node": {
+                "name": "node-1",
+                "containerd": {"address": "/run/containerd/containerd.sock", "namespace": "k8s.io", "root": "/var/lib/containerd", "config": "/etc/containerd/config.toml", "sandboxImage": "pause:3.2", "restart": ["true"]},
+                "kubelet": {"rootDir": "/var/lib/kubelet", "config": "/var/lib/kubelet/config.yaml", "restart": ["true"]},
+                "images": {"pause": "pause:3.2", "busybox": "busybox:1.35"}
+            },
+            "journal": "/tmp/journal.json",
+            "started": 1_777_629_607.4,
+            "hintsUsed": 2,
+            "solutionShown": false,
+            "controllers": [],
+            "hintsAt": [12.5, 80.0],
+            "checks": [
+                {"at": 60.0, "fixed": false, "failing": ["pod -l app=web phase=Running ready=true: not met"]},
+                {"at": 252.3, "fixed": true}
+            ],
+            "solved": {"seconds": 252.3, "hintsUsed": 2, "solutionShown": false},
+            "broke": {"started": "2026-05-01T09:59:58Z", "phases": [{"phase": "setup", "start": 0.0, "end": 3.0}, {"phase": "inject", "start": 3.0, "end": 3.5}, {"phase": "symptom", "start": 3.5, "end": 9.4}]}
+        });
+        serde_json::from_value(json).expect("a session")
+    }
+
+    #[test]
+    fn the_training_debrief_is_built_from_the_session_and_its_scenario() {
+        let s = session();
+        let sc = scenario::load(&s.scenario_path).expect("pause-missing loads").scenario;
+        let d = debrief_of(&s, &sc);
+        assert_eq!(d.scenario, "pause-missing");
+        assert_eq!(d.document, sc.metadata.source.document);
+        assert_eq!(d.started, "2026-05-01T10:00:07Z");
+        assert_eq!(d.fixed_at.as_deref(), Some("2026-05-01T10:04:20Z"), "07.4 s + 252.3 s, to the second");
+        assert_eq!(d.time_to_fix, Some(252.3));
+        assert_eq!(d.hints.len(), 2);
+        assert_eq!(d.hints_available, sc.hints.len());
+        assert_eq!(d.hints[1], DebriefHint { at: Some(80.0), text: sc.hints[1].clone() }, "the scenario's second hint");
+        assert_eq!(d.checks.len(), 2);
+        assert!(!d.checks[0].fixed && d.checks[0].failing.len() == 1 && d.checks[1].fixed);
+        assert!(!d.solution_shown && d.solution_at.is_none() && d.reset_unfixed.is_none());
+        assert_eq!(d.broke.phases.len(), 3);
+
+        // A session from before hints were timed, its scenario since shortened to one hint.
+        let mut old = s.clone();
+        old.hints_at.clear();
+        old.solution_shown = true;
+        let mut short = sc.clone();
+        short.hints.truncate(1);
+        let d = debrief_of(&old, &short);
+        assert_eq!(d.hints, vec![DebriefHint { at: None, text: sc.hints[0].clone() }, DebriefHint { at: None, text: "(hint 2 is no longer in the scenario)".into() }]);
+        assert!(d.solution_shown && d.solution_at.is_none());
+    }
+
+    #[test]
+    fn the_training_debrief_page_is_written_and_its_errors_name_the_path() {
+        let s = session();
+        let sc = scenario::load(&s.scenario_path).expect("pause-missing loads").scenario;
+        let d = debrief_of(&s, &sc);
+        let dir = tempfile::tempdir().unwrap();
+        let training = dir.path().join("training");
+        let path = write_page(&training, &s.id, &d).expect("written");
+        assert_eq!(path, training.join("faultlab-pause-missing-x1.html"));
+        let page = std::fs::read_to_string(&path).unwrap();
+        assert!(page.contains("Debrief: pause-missing") && page.contains(r#"<g class="check" data-fixed="true">"#));
+        assert_eq!(page.matches(r#"<g class="hint">"#).count(), 2);
+        assert_eq!(std::fs::read_dir(&training).unwrap().count(), 1, "no temporary file is left");
+
+        // The directory cannot be made (a file is in the way), or the page cannot be written there.
+        let blocked = dir.path().join("file");
+        std::fs::write(&blocked, "").unwrap();
+        let e = write_page(&blocked.join("training"), &s.id, &d).unwrap_err();
+        assert!(matches!(e, TrainingError::DebriefDir { .. }) && e.to_string().contains(&blocked.join("training").display().to_string()), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the cause is the source");
+        std::fs::create_dir(training.join("faultlab-taken.html")).unwrap();
+        let e = write_page(&training, "faultlab-taken", &d).unwrap_err();
+        assert!(matches!(e, TrainingError::DebriefWrite { .. }) && e.to_string().contains("faultlab-taken.html"), "{e}");
+    }
+}

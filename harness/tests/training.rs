@@ -68,6 +68,16 @@ impl Trainee {
         Ok(text)
     }
 
+    /// The debrief page a command's output names (`debrief: PATH`, in the session directory), and its text.
+    fn debrief(&self, output: &str) -> Result<(PathBuf, String), Failed> {
+        let path = output.lines().find_map(|l| l.strip_prefix("debrief: ")).map(PathBuf::from).ok_or_else(|| format!("no `debrief: PATH` line in:\n{output}"))?;
+        if path.parent() != Some(self.state.path().join("training").as_path()) || path.extension().is_none_or(|e| e != "html") {
+            return Err(format!("the debrief {} is not a page in the session directory", path.display()).into());
+        }
+        let page = std::fs::read_to_string(&path).map_err(|e| format!("reading the debrief {}: {e}", path.display()))?;
+        Ok((path, page))
+    }
+
     fn session(&self) -> Result<String, Failed> {
         let dir = self.state.path().join("training");
         let mut ids: Vec<String> = std::fs::read_dir(&dir)
@@ -137,7 +147,21 @@ fn documented_fix(description: &Path) -> Result<(), Failed> {
         if !(verdict.contains("FIXED: pause-missing recovered in") && verdict.contains("with 1 hint(s)")) {
             return Err(format!("check should pass with a time and the hint count:\n{verdict}").into());
         }
-        t.ok(&["reset"])?;
+        // The fixed check wrote the debrief: the scenario, a check that found it fixed, the one hint.
+        let (page_path, page) = t.debrief(&verdict)?;
+        for want in ["Debrief: pause-missing", r#"<g class="check" data-fixed="true">"#, r#"<g class="check" data-fixed="false">"#] {
+            if !page.contains(want) {
+                return Err(format!("the debrief {} lacks {want:?}:\n{page}", page_path.display()).into());
+            }
+        }
+        let hints = page.matches(r#"<g class="hint">"#).count();
+        if hints != 1 {
+            return Err(format!("the debrief {} has {hints} hint mark(s), not 1", page_path.display()).into());
+        }
+        let reset = t.ok(&["reset"])?;
+        if t.debrief(&reset)?.0 != page_path || !page_path.is_file() {
+            return Err(format!("reset should rewrite the debrief {} and leave it:\n{reset}", page_path.display()).into());
+        }
         Ok(())
     })();
     if result.is_err() {
@@ -195,8 +219,14 @@ fn abandoned(description: &Path) -> Result<(), Failed> {
     if !out.contains("reset: everything it changed is restored") {
         return Err(format!("unexpected reset output: {out}").into());
     }
-    if t.state.path().join("training").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false) {
-        return Err("the session file is still there after reset".into());
+    let left: Vec<PathBuf> = t.state.path().join("training").read_dir().map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    if left.iter().any(|p| p.extension().is_some_and(|e| e == "json")) {
+        return Err(format!("the session file is still there after reset: {left:?}").into());
+    }
+    // The debrief stays, and says it was never fixed.
+    let (page_path, page) = t.debrief(&out)?;
+    if !page.contains("Debrief: pause-missing") || !page.contains("not fixed: reset after") {
+        return Err(format!("the debrief {} of an abandoned session should say it was reset unfixed:\n{page}", page_path.display()).into());
     }
     let after = node_state(&bed, &rt)?;
     if after != before {
