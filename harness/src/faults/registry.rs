@@ -355,11 +355,21 @@ impl Registry {
         }
         self.wait_ready(ctx, step, "ca").await?;
         self.trust_on_node(ctx).await?;
-        // What the node pulls from it stays in its containerd unless removed: every name of the
-        // registry's (the CRI keeps a digest name beside the tag), journalled before any push or pull.
+        // What the node pulls from it stays in its containerd unless removed, journalled before any push
+        // or pull: every name of the registry's (the CRI keeps a digest name beside the tag), and the
+        // CRI's ID names (`sha256:<config>`) the node did not have before (an image made for the run).
+        let ctr = ctx.node.profile.ctr(["images", "ls", "-q"]);
+        let before = ctx.run("list-node-images", ctr.clone()).await?.stdout;
+        let keep: Vec<&str> = before.split_whitespace().filter(|r| r.starts_with("sha256:")).collect();
         let ctr = crate::cmd::shell_join(&ctx.node.profile.ctr(Vec::<String>::new()).argv);
-        let rm = format!("for r in $({ctr} images ls -q); do case $r in \"$1\"/*) {ctr} images rm \"$r\" >/dev/null 2>&1;; esac; done; true");
-        ctx.undo_on_node(&format!("remove the images named {}/... from the node", self.endpoint()), Cmd::new(["sh", "-c", &rm, "remove-images", &self.endpoint()]))?;
+        let rm = format!(
+            "for r in $({ctr} images ls -q); do case $r in \"$1\"/*) {ctr} images rm \"$r\" >/dev/null 2>&1;; \
+             sha256:*) case \" $2 \" in *\" $r \"*) ;; *) {ctr} images rm \"$r\" >/dev/null 2>&1;; esac;; esac; done; true"
+        );
+        ctx.undo_on_node(
+            &format!("remove the images named {}/... and the image IDs the node did not have from the node", self.endpoint()),
+            Cmd::new(["sh", "-c", &rm, "remove-images", &self.endpoint(), &keep.join(" ")]),
+        )?;
         Ok(())
     }
 
