@@ -98,7 +98,8 @@ struct Run<'a> {
     snapshot: &'a SnapshotResult,
     teardown_errors: &'a [String],
     logs: Option<&'a str>,
-    notes: &'a [String],
+    /// Each note's first line, and the rest (a node's state difference) to show as written.
+    notes: Vec<(&'a str, Option<&'a str>)>,
     timeline: Option<Svg>,
 }
 
@@ -108,7 +109,12 @@ impl<'a> Run<'a> {
             ("platform", r.platform.clone()),
             ("provider", r.provider.clone()),
             ("cluster", r.cluster.clone().unwrap_or_default()),
-            ("cluster ready in", r.cluster_seconds.map(seconds).unwrap_or_default()),
+            // A shared kind cluster is made for the first scenario of its group; the others find it up.
+            ("cluster ready in", match r.cluster_seconds {
+                Some(s) if s < 0.05 && r.cluster.is_some() => "already up (shared)".to_string(),
+                Some(s) => seconds(s),
+                None => String::new(),
+            }),
             ("node", r.node.clone()),
             ("namespace", r.namespace.clone()),
             ("started", r.timeline.started.clone()),
@@ -128,7 +134,7 @@ impl<'a> Run<'a> {
             snapshot: &r.snapshot,
             teardown_errors: &r.teardown_errors,
             logs: r.logs.as_deref(),
-            notes: &r.notes,
+            notes: r.notes.iter().map(|n| n.split_once('\n').map_or((n.as_str(), None), |(head, rest)| (head, Some(rest)))).collect(),
             timeline: (!r.timeline.is_empty()).then(|| Svg::new(&r.timeline, index, &format!("timeline of {}", r.scenario))),
         }
     }
@@ -836,7 +842,10 @@ mod tests {
         failed.error = Some("pod -l app=web phase=Running ready=true: not met within 30s; last: <Running CrashLoopBackOff> & \"restarting\"".into());
         failed.snapshot = SnapshotResult::Mismatched("events of crash-loop on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal Started (kubelet): Started container <web>\n    wrote x.snap.new; read it".into());
         failed.logs = Some("/tmp/faultlab-logs/crash-loop".into());
-        failed.notes = vec!["the cluster was kept: kind delete cluster --name faultlab".into()];
+        failed.notes = vec![
+            "the cluster was kept: kind delete cluster --name faultlab".into(),
+            "shared kind cluster x deleted: the node is not as the cluster was made:\n# cpu_manager_state\n- {\"policyName\":\"static\"}\n".into(),
+        ];
         failed.teardown_errors = vec!["deleting namespace: timed out".into()];
         failed.timings = Timings { setup: Some(3.1), inject: Some(0.4), symptom: Some(20.0), fix: Some(1.0), recovery: None, teardown: Some(2.0), waiting: Some(50.3) };
         let mut events = vec![event(1.0, "Normal", "Scheduled", "assigned"), event(2.0, "Normal", "Pulled", "image <web> & \"sidecar\" already present")];
@@ -905,6 +914,10 @@ mod tests {
         assert!(page.contains("last: &#60;Running CrashLoopBackOff&#62; &#38; &#34;restarting&#34;"), "the error, escaped");
         assert!(page.contains("/tmp/faultlab-logs/crash-loop"));
         assert!(page.contains("kind delete cluster --name faultlab"));
+        assert!(
+            page.contains("<li>shared kind cluster x deleted: the node is not as the cluster was made:<pre># cpu_manager_state\n- {&#34;policyName&#34;:&#34;static&#34;}\n</pre></li>"),
+            "a note's lines after its first, as written"
+        );
         assert!(page.contains("deleting namespace: timed out"));
         assert!(page.contains("no cluster configured"));
         assert!(page.contains("12.0 s") && page.contains("<td>–</td>"), "phase times, and a dash for none");

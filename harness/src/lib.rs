@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`]
-//! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`], [`testbed`]
+//! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
 //! 5. faults: [`faults`]
@@ -22,7 +22,9 @@
 pub mod check;
 pub mod cleanup;
 pub mod cmd;
-pub mod cri;
+/// The CRI client: the faultlab-cri crate (`harness/cri/`, also the nodes' `faultlab-cri` binary), so
+/// that its cross-build for arm64 nodes compiles none of this library.
+pub use faultlab_cri as cri;
 pub mod datafile;
 pub mod duration;
 pub mod events;

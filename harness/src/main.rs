@@ -182,6 +182,11 @@ enum Command {
         /// cluster was made before the next; a failed run's cluster is deleted).
         #[arg(long)]
         fresh_cluster: bool,
+        /// Start no scenario after this long (for example 25m): those left are reported ignored, with
+        /// the reason, instead of the whole run being killed by a CI limit. A running scenario is not cut
+        /// short, so leave room for the longest one.
+        #[arg(long, value_parser = parse_duration)]
+        budget: Option<Duration>,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -485,7 +490,7 @@ async fn main() -> Result<()> {
                 bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
             let mut scenarios = targets(&dir, &target, &mut broken)?;
@@ -497,6 +502,19 @@ async fn main() -> Result<()> {
             let started = Instant::now();
             let mut reports: Vec<ScenarioReport> = Vec::new();
             for s in &scenarios {
+                if let Some(why) = budget.and_then(|b| suite::over_budget(started.elapsed(), b)) {
+                    eprintln!("{}: {why}", s.name());
+                    let mut report = ScenarioReport::ignored(s.name(), &why);
+                    if let Some(last) = reports.last() {
+                        report.provider.clone_from(&last.provider);
+                        report.platform.clone_from(&last.platform);
+                    }
+                    if output == Output::Text {
+                        println!("{}", report.line());
+                    }
+                    reports.push(report);
+                    continue;
+                }
                 let rec = Recorder::default();
                 let ticker = progress(rec.clone(), s.name().to_string());
                 let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold, allow_host_wide, expectations: cli.expectations.clone() };

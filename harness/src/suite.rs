@@ -281,6 +281,19 @@ impl Shard {
     }
 }
 
+/// `faultlab run --budget`: why a scenario is not started once `elapsed` has reached the run's `budget`
+/// (none while time is left). A scenario already running is never cut short: the budget says when to stop
+/// starting new ones, so a caller with a hard deadline leaves room for the longest scenario after it.
+pub fn over_budget(elapsed: std::time::Duration, budget: std::time::Duration) -> Option<String> {
+    (elapsed >= budget).then(|| {
+        format!(
+            "not started: the run's time budget (--budget {}) was used up after {}",
+            crate::duration::format(budget),
+            crate::duration::format(std::time::Duration::from_secs(elapsed.as_secs()))
+        )
+    })
+}
+
 /// Order scenarios so that those with the same kind needs are next to each other (stable: the first
 /// scenario of each group keeps the group's place), which lets [`SharedClusters`] create one cluster
 /// per group.
@@ -508,7 +521,7 @@ async fn run_shared(
         match pick_node(&shared.cluster.nodes) {
             Some(n) => match node_state(&n).await {
                 Ok(now) if now == shared.clean => Ok(()),
-                Ok(now) => Err(format!("the node is not as the cluster was made.\n--- made\n{}--- now\n{now}", shared.clean)),
+                Ok(now) => Err(format!("the node is not as the cluster was made:\n{}", state_difference(&shared.clean, &now))),
                 Err(e) => Err(format!("reading the node's state failed: {e}")),
             },
             None => Err("no node".into()),
@@ -599,6 +612,51 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
 /// What any scenario may touch on a node, as text: every fault's footprint (images, routes, the
 /// inotify limit, the kubelet's flags and CPU manager state, containerd's disk, faultlab's duplicate
 /// sandboxes). Equal before and after a run means the node was restored.
+/// What differs between two [`node_state`] texts, section by section (a section starts at a `# title`
+/// line): each changed section's title, then its lines only in `before` as `- line` and only in `after`
+/// as `+ line`. Empty when they are equal.
+pub fn state_difference(before: &str, after: &str) -> String {
+    fn sections(text: &str) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for line in text.lines() {
+            match (line.starts_with("# "), out.last_mut()) {
+                (true, _) => out.push((line, Vec::new())),
+                (false, Some((_, lines))) => lines.push(line),
+                (false, None) => out.push(("#", vec![line])),
+            }
+        }
+        out
+    }
+    let (b, a) = (sections(before), sections(after));
+    let mut titles: Vec<&str> = b.iter().map(|(t, _)| *t).collect();
+    titles.extend(a.iter().map(|(t, _)| *t).filter(|t| !b.iter().any(|(bt, _)| bt == t)));
+    fn lines_of<'a>(s: &[(&str, Vec<&'a str>)], t: &str) -> Option<Vec<&'a str>> {
+        s.iter().find(|(st, _)| *st == t).map(|(_, l)| l.clone())
+    }
+    let mut out = String::new();
+    for t in titles {
+        let (old, new) = (lines_of(&b, t), lines_of(&a, t));
+        if old == new {
+            continue;
+        }
+        out.push_str(t);
+        match (&old, &new) {
+            (Some(_), None) => out.push_str(" (section gone)"),
+            (None, Some(_)) => out.push_str(" (new section)"),
+            _ => {}
+        }
+        out.push('\n');
+        let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
+        for l in old.iter().filter(|l| !new.contains(l)) {
+            out.push_str(&format!("- {l}\n"));
+        }
+        for l in new.iter().filter(|l| !old.contains(l)) {
+            out.push_str(&format!("+ {l}\n"));
+        }
+    }
+    out
+}
+
 pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
     let access = node.access().expect("validated");
     let script: Vec<String> = crate::faults::FaultSpec::footprint(node)
@@ -622,6 +680,27 @@ pub fn require_testbed(what: &str) -> Result<PathBuf, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn state_difference_names_each_changed_section_and_its_lines() {
+        let made = "# routes\ndefault via 198.18.232.1 dev eth0\n# cpu_manager_state\n{\"policyName\":\"static\"}\n# images\na\nb\n";
+        let now = "# routes\ndefault via 198.18.232.1 dev eth0\n# cpu_manager_state\n# images\na\nc\n# extra\nx\n";
+        assert_eq!(
+            state_difference(made, now),
+            "# cpu_manager_state\n- {\"policyName\":\"static\"}\n# images\n- b\n+ c\n# extra (new section)\n+ x\n"
+        );
+        assert_eq!(state_difference(made, made), "");
+        assert_eq!(state_difference("# a\n1\n", ""), "# a (section gone)\n- 1\n");
+    }
+
+    #[test]
+    fn over_budget_stops_starting_scenarios_once_the_budget_is_used() {
+        use std::time::Duration;
+        assert_eq!(over_budget(Duration::from_secs(599), Duration::from_secs(600)), None);
+        let why = over_budget(Duration::from_millis(600_400), Duration::from_secs(600)).unwrap();
+        assert_eq!(why, "not started: the run's time budget (--budget 10m) was used up after 10m");
+        assert!(over_budget(Duration::from_secs(0), Duration::ZERO).is_some(), "a zero budget starts nothing");
+    }
+
     use super::*;
 
     fn scenario(name: &str) -> Loaded {

@@ -24,17 +24,17 @@ fl_import_images() {
   done
 }
 
-# fl_faultlab_bin <name>: the path of this repository's binary <name> (faultlab, faultlab-cri),
-# built with cargo, or, where there is no cargo (for example under sudo), an existing build or
-# $FAULTLAB_BIN_DIR/<name>.
+# fl_faultlab_bin <name>: the path of this repository's binary <name> (faultlab, faultlab-cri: each
+# the binary of the package of that name, harness/ and harness/cri/), built with cargo, or, where
+# there is no cargo (for example under sudo), an existing build or $FAULTLAB_BIN_DIR/<name>.
 fl_faultlab_bin() {
   local name=$1 repo src=""
   repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
   if [ -n "${FAULTLAB_BIN_DIR:-}" ]; then
     src=$FAULTLAB_BIN_DIR/$name
   elif command -v cargo >/dev/null 2>&1; then
-    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p faultlab --bin "$name" >&2 \
-      || die "building $name failed (cargo build -p faultlab --bin $name in $repo)"
+    cargo build --quiet --manifest-path "$repo/Cargo.toml" -p "$name" --bin "$name" >&2 \
+      || die "building $name failed (cargo build -p $name --bin $name in $repo)"
     src="${CARGO_TARGET_DIR:-$repo/target}/debug/$name"
   else
     for src in "$repo/target/debug/$name" "$repo/target/release/$name" ""; do
@@ -48,7 +48,7 @@ fl_faultlab_bin() {
 }
 
 # The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
-# pod-sandbox commands, harness/src/bin/faultlab-cri.rs).
+# pod-sandbox commands, the faultlab-cri crate in harness/cri/).
 FL_CRI_BIN=$FL_TB/bin/faultlab-cri
 fl_install_cri_client() {
   local src
@@ -63,7 +63,8 @@ fl_install_cri_client() {
 
 # fl_faultlab_cri_arm64: the path of faultlab-cri for an arm64 node (the VM, ci/testbed/lib/vm.sh):
 # $FAULTLAB_CRI_BIN if set (it must be an aarch64 program), else cross-built with cargo for
-# aarch64-unknown-linux-gnu, linked by Debian's aarch64-linux-gnu-gcc.
+# aarch64-unknown-linux-gnu, linked by Debian's aarch64-linux-gnu-gcc. Only the faultlab-cri crate
+# (harness/cri/) is cross-built, not faultlab's library (kube, k8s-openapi, askama, ...).
 fl_faultlab_cri_arm64() {
   if [ -n "${FAULTLAB_CRI_BIN:-}" ]; then
     [ -x "$FAULTLAB_CRI_BIN" ] || die "FAULTLAB_CRI_BIN=$FAULTLAB_CRI_BIN: not an executable file"
@@ -84,8 +85,8 @@ fl_faultlab_cri_arm64() {
   command -v "$linker" >/dev/null 2>&1 ||
     die "no linker $linker for $target: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
   (cd "$repo" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$linker CC_aarch64_unknown_linux_gnu=$cc \
-    cargo build --quiet -p faultlab --bin faultlab-cri --target "$target") >&2 ||
-    die "cross-building faultlab-cri for arm64 failed (cargo build -p faultlab --bin faultlab-cri --target $target in $repo)"
+    cargo build --quiet -p faultlab-cri --bin faultlab-cri --target "$target") >&2 ||
+    die "cross-building faultlab-cri for arm64 failed (cargo build -p faultlab-cri --bin faultlab-cri --target $target in $repo)"
   src=${CARGO_TARGET_DIR:-$repo/target}/$target/debug/faultlab-cri
   fl_elf_is_aarch64 "$src" || die "$src: missing, or not an aarch64 program, after cargo build --target $target"
   printf '%s\n' "$src"

@@ -14,7 +14,7 @@
 //! releases) or `expand-disk` (grow the loop disk's backing file, `losetup -c`, `resize2fs`). Either
 //! alone recovers the pod.
 //!
-//! The disk: the node profile's `disk` (the test bed's 1 GiB loop mount), else containerd's root (kind:
+//! The disk: the node profile's `disk` (the test bed's loop mount: 1 GiB, 192 MiB on the emulated arm64 node), else containerd's root (kind:
 //! made a loop mount of its own when the node boots, from the fault's `needs`).
 
 use async_trait::async_trait;
@@ -33,7 +33,7 @@ pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
 /// The top-up file, at the top of the disk.
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
 /// The size of the containerd disk the fault needs where the platform makes one (kind; the test bed
-/// has its own of 1 GiB).
+/// has its own: 1 GiB, 192 MiB on the emulated arm64 node).
 const KIND_DISK_MIB: u64 = 3072;
 
 fn default_images() -> u32 {

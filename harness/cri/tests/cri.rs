@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 
-use faultlab::cri::{ImageInspectJson, ImageListJson, SandboxListJson};
 use faultlab::testbed::TestBed;
+use faultlab_cri::{ImageInspectJson, ImageListJson, SandboxListJson};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 fn main() -> ExitCode {

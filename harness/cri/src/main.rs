@@ -1,7 +1,7 @@
 //! `faultlab-cri`: crictl's pod-sandbox commands (`version`, `pods`, `runp`, `stopp`, `rmp`), image
 //! queries (`images`, `inspecti`) and `pull`, with crictl's flags, config files and output formats, for nodes that
 //! have no crictl (the test bed, and faultlab's own kind node image, where it is installed as `crictl`
-//! for kind's `crictl images` and `crictl inspecti`). See `faultlab::cri`.
+//! for kind's `crictl images` and `crictl inspecti`). See this crate's library (`faultlab::cri` in faultlab).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use faultlab::cri::{self, api, gofmt, ImageColumns, ImageJson, ImageListJson, ImageRef, PodsFilter, RuntimeClient, SandboxJson, SandboxListJson};
+use faultlab_cri::{self as cri, api, gofmt, ImageColumns, ImageJson, ImageListJson, ImageRef, PodsFilter, RuntimeClient, SandboxJson, SandboxListJson};
 
 #[derive(Parser)]
 #[command(name = "faultlab-cri", version, about = "crictl's pod-sandbox and image commands over CRI runtime.v1 (for nodes without crictl)")]

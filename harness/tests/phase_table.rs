@@ -1,0 +1,51 @@
+//! `ci/phase-table --strict`, which the CI suites end with: a scenario that `faultlab run --budget` did
+//! not start is named and does not fail the suite; any other skipped or failed one does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use faultlab::report::{ScenarioReport, Status, SuiteReport};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/phase-table")
+}
+
+fn table(dir: &Path, scenarios: Vec<ScenarioReport>) -> (bool, String) {
+    let path = dir.join("suite.json");
+    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios }.json()).unwrap();
+    let out = Command::new("python3").arg(script()).arg("--strict").arg(&path).output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), String::from_utf8(out.stdout).unwrap())
+}
+
+fn passed(name: &str) -> ScenarioReport {
+    let mut r = ScenarioReport::ignored(name, "");
+    r.status = Status::Passed;
+    r.error = None;
+    r
+}
+
+#[test]
+fn scenarios_the_budget_did_not_start_are_named_and_do_not_fail_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let why = faultlab::suite::over_budget(Duration::from_secs(1500), Duration::from_secs(1500)).unwrap();
+    let (ok, out) = table(dir.path(), vec![passed("cni-broken"), ScenarioReport::ignored("pause-missing", &why), ScenarioReport::ignored("storageclass-missing", &why)]);
+    assert!(ok, "{out}");
+    assert!(out.contains("not started, the time budget used up: 2 (pause-missing, storageclass-missing)\n"), "{out}");
+    assert!(out.ends_with("1 passed, 0 failed, 2 skipped\n"), "{out}");
+}
+
+#[test]
+fn other_skipped_or_failed_scenarios_fail_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out) = table(dir.path(), vec![passed("cni-broken"), ScenarioReport::ignored("pause-missing", "no cluster")]);
+    assert!(!ok, "{out}");
+    assert!(!out.contains("not started"), "{out}");
+    let mut failed = passed("cni-broken");
+    failed.status = Status::Failed;
+    let why = faultlab::suite::over_budget(Duration::from_secs(9), Duration::from_secs(1)).unwrap();
+    let (ok, out) = table(dir.path(), vec![failed, ScenarioReport::ignored("pause-missing", &why)]);
+    assert!(!ok, "{out}");
+    assert!(out.ends_with("0 passed, 1 failed, 1 skipped\n"), "{out}");
+}
