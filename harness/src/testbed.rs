@@ -159,6 +159,17 @@ pub enum FactsError {
 }
 
 impl Facts {
+    /// The node's CRI client command. A node reached by ssh (the emulated arm64 node) answers slowly:
+    /// a CI run saw StopPodSandbox take more than faultlab-cri's 10 s per call there, so its calls get
+    /// 50 s, inside the 60 s every node command has.
+    fn cri_argv(&self, emulated: bool) -> Vec<String> {
+        let mut argv = vec![self.cri_client.clone(), "--runtime-endpoint".into(), format!("unix://{}", self.containerd_socket)];
+        if emulated {
+            argv.extend(["--timeout".into(), "50".into()]);
+        }
+        argv
+    }
+
     /// The description these facts make; an image given twice, or `pause` or `busybox` missing, is an
     /// error naming the flag.
     pub fn testbed(&self) -> Result<TestBed, FactsError> {
@@ -180,6 +191,7 @@ impl Facts {
             identity_file: self.ssh_identity.clone(),
             options: self.ssh_options.clone(),
         });
+        let emulated = ssh.is_some();
         let node = NodeProfile {
             name: self.node.clone(),
             netns: if ssh.is_some() { None } else { Some(self.node.clone()) },
@@ -203,7 +215,7 @@ impl Facts {
                 extra_flags_file: Some(self.kubelet_extra_flags.clone()),
                 restart: restart("kubelet"),
             },
-            crictl: Some(vec![self.cri_client.clone(), "--runtime-endpoint".into(), format!("unix://{}", self.containerd_socket)]),
+            crictl: Some(self.cri_argv(emulated)),
             disk: Some(DiskProfile {
                 mountpoint: self.containerd_root.clone(),
                 backing_file: self.disk_file.clone(),
@@ -369,6 +381,9 @@ pub(crate) mod tests {
         assert_eq!(node.arch.as_deref(), Some("arm64"));
         let Some(crate::node::NodeAccess::Ssh(ssh)) = node.access() else { panic!("{:?}", node.access()) };
         assert_eq!((ssh.destination.as_str(), ssh.port), ("root@127.0.0.1", Some(22622)));
+        let cri = node.crictl(["stopp", "x"]).argv;
+        assert_eq!(cri[cri.len() - 4..], ["--timeout", "50", "stopp", "x"], "an emulated node's CRI calls get 50 s");
+        assert!(!sample_facts().testbed().unwrap().nodes[0].crictl(["x"]).argv.contains(&"--timeout".to_string()), "the host's node keeps the client's 10 s");
         let text = bed.to_yaml();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("testbed.yaml");

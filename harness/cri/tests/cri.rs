@@ -14,7 +14,14 @@ use libtest_mimic::{Arguments, Failed, Trial};
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
-    let bed = faultlab::suite::require_testbed("CRI client trials");
+    // The trials run this host's faultlab-cri against the node's containerd socket: a node reached by
+    // ssh (the emulated arm64 node) has its socket on another machine.
+    let bed = faultlab::suite::require_testbed("CRI client trials").and_then(|path| match TestBed::read(&path) {
+        Ok(bed) if bed.nodes.iter().any(|n| n.ssh.is_some()) => {
+            Err(format!("the test bed's node is reached by ssh (an emulated node): its containerd socket is not on this host ({})", path.display()))
+        }
+        _ => Ok(path),
+    });
     if let Err(reason) = &bed {
         eprintln!("CRI client runtime trial ignored: {reason}");
     }
