@@ -55,6 +55,10 @@ struct Target {
     /// from the INDEX-th: CI's jobs each run one part (after --skip).
     #[arg(long, value_name = "INDEX/COUNT", requires = "all")]
     shard: Option<suite::Shard>,
+    /// With --all: start at the K-th scenario of the name order (K taken modulo their number) and wrap
+    /// around, so that a run cut short by --budget leaves out different scenarios each time K changes.
+    #[arg(long, value_name = "K", requires = "all")]
+    rotate: Option<usize>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -328,10 +332,15 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
             }
         }
         let kept: Vec<Loaded> = set.good.into_iter().filter(|(name, _)| !target.skip.contains(name)).map(|(_, l)| l).collect();
-        return Ok(match target.shard {
+        let mut chosen = match target.shard {
             Some(shard) => shard.take(kept),
             None => kept,
-        });
+        };
+        if let (Some(k), false) = (target.rotate, chosen.is_empty()) {
+            let k = k % chosen.len();
+            chosen.rotate_left(k);
+        }
+        return Ok(chosen);
     }
     match &target.scenario {
         Some(name) => Ok(vec![scenario::find(dir, name)?]),
