@@ -21,15 +21,29 @@ FL_PKI=$FL_TB/pki
 FL_PIDS=$FL_RUN/pids
 FL_HOSTREC=$FL_LIB/host-record            # what up created/changed on the host, for down
 
-FL_NETNS=faultlab-node
-FL_NODE=faultlab-node
-# The host side of the node link lives in the host's own network namespace, so it uses
-# the RFC 2544 benchmarking range instead of an RFC 1918 private range.
-FL_VETH_HOST=fl-host0
-FL_VETH_NODE=fl-node0
+# The host side of each node's link lives in the host's own network namespace, so it uses the RFC 2544
+# benchmarking range instead of an RFC 1918 private range. Node 1's host end is also where the API
+# server listens (FL_HOST_IP); node K's link is 198.18.213.4(K-1)/30 (fl_node_select).
 FL_HOST_IP=198.18.213.1
-FL_NODE_IP=198.18.213.2
 FL_LINK_PREFIX=30
+
+# ------------------------------------------------------- the nodes ------
+# `up --nodes N` (default 1): node 1 is faultlab-node, with the names, paths and addresses the test bed
+# always had; nodes 2..N are faultlab-node-K, each with its own network namespace, link, containerd (own
+# loop disk, state, socket, CNI) and kubelet (own root dir, cgroup root, mount namespace for the paths
+# the 1.20 kubelet hard-codes). up records N in $FL_LIB/node-count, so down, status, node and smoke
+# follow it. fl_node_select K points the node variables (FL_NODE, FL_NETNS, FL_CTRD_*, FL_KUBELET_*,
+# FL_POD_CIDR, ...) at node K.
+FL_NODE_MAX=16
+FL_NODE_COUNT_FILE=$FL_LIB/node-count
+if [ -z "${FL_NODE_COUNT:-}" ]; then
+  FL_NODE_COUNT=1
+  if [ ! -f /etc/faultlab/vm ] && [ -s "$FL_NODE_COUNT_FILE" ]; then FL_NODE_COUNT=$(cat "$FL_NODE_COUNT_FILE"); fi
+fi
+case $FL_NODE_COUNT in
+  [1-9] | [1-9][0-9]) [ "$FL_NODE_COUNT" -le "$FL_NODE_MAX" ] || { echo "FL_NODE_COUNT=$FL_NODE_COUNT: at most $FL_NODE_MAX nodes" >&2; exit 2; } ;;
+  *) echo "FL_NODE_COUNT=$FL_NODE_COUNT: not a node count (1..$FL_NODE_MAX)" >&2; exit 2 ;;
+esac
 
 # ------------------------------------------------------ the node's arch ----
 # The node runs natively (the host's architecture: a network namespace on the host) or, for another
@@ -60,11 +74,9 @@ fi
 # FL_VM=1: the node is the VM (on the host: the VM's control side; in the VM: FL_IN_VM=1 too).
 FL_VM=0
 if [ "$FL_IN_VM" = 1 ] || [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then FL_VM=1; fi
-# Where the node reaches the API server, its address, gateway and the device of its default route.
+# Where the nodes reach the API server.
 FL_APISERVER_BIND=$FL_HOST_IP
 FL_APISERVER_ADVERTISE=$FL_HOST_IP
-FL_NODE_GATEWAY=$FL_HOST_IP
-FL_NODE_DEVICE=$FL_VETH_NODE
 # QEMU user-mode networking (slirp): the VM is 198.18.214.15 on eth0; 198.18.214.2 is QEMU's alias of
 # the host's loopback, where the API server listens. Nothing is added to the host's links or routes.
 FL_VM_NET=198.18.214.0/24
@@ -73,42 +85,103 @@ FL_VM_DNS=198.18.214.3
 FL_VM_IP=198.18.214.15
 FL_VM_PREFIX=24
 if [ "$FL_VM" = 1 ]; then
-  FL_NODE_IP=$FL_VM_IP
   FL_APISERVER_BIND=127.0.0.1
   FL_APISERVER_ADVERTISE=$FL_VM_HOST_ALIAS
-  FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
-  FL_NODE_DEVICE=eth0
 fi
-# Pods live only inside the node's network namespace. Like every address the test bed makes, the pod
+# Pods live only inside their node's network namespace. Like every address the test bed makes, the pod
 # and service ranges are in 198.18.0.0/15 (benchmarking, never a private range): the pods' bridge is
 # the node's, the service range only an apiserver setting (kind's clusters take 198.19.0.0/17 and
-# 198.19.128.0/20).
-FL_POD_CIDR=198.19.160.0/24
-FL_POD_GW=198.19.160.1
+# 198.19.128.0/20). Node K's pods: 198.19.(159+K).0/24, so up to 16 nodes below the service range.
 FL_SERVICE_CIDR=198.19.176.0/20
 FL_SERVICE_IP=198.19.176.1
 FL_CLUSTER_DNS=198.19.176.10
 FL_APISERVER_PORT=6443
-
 FL_ETCD_DATA=$FL_LIB/etcd
-FL_CTRD_ROOT=$FL_LIB/containerd           # mountpoint of the loop disk
-FL_CTRD_STATE=$FL_RUN/containerd
-FL_CTRD_SOCK=$FL_CTRD_STATE/containerd.sock
-FL_CTRD_CONF_DIR=$FL_TB/containerd
-FL_CTRD_CONF=$FL_CTRD_CONF_DIR/config.toml
-FL_CTRD_HOSTS_DIR=$FL_CTRD_CONF_DIR/certs.d
-FL_CNI_CONF_DIR=$FL_TB/cni/net.d
-FL_CNI_DATA=$FL_LIB/cni
-FL_DISK_DIR=$FL_LIB/disk
-FL_DISK_FILE=$FL_DISK_DIR/containerd.ext4
 # containerd's own disk: 1 GiB; 192 MiB on an emulated node. disk-full fills 80 % of its free space with
 # images streamed over ssh, which the emulated CPU takes at about 1 MB/s (1 GiB: 521 s of a CI run;
 # 384 MiB: 241 s); the node's own images and the scenarios' take about 15 MiB.
 FL_DISK_MIB=1024
 [ "$FL_VM" = 0 ] || FL_DISK_MIB=192
-FL_KUBELET_ROOT=$FL_LIB/kubelet
-FL_KUBELET_CONF=$FL_TB/kubelet/config.yaml
-FL_KUBELET_EXTRA=$FL_TB/kubelet/extra-flags
+# Persistent mount namespaces of nodes 2..N (bind-mounted files, as `ip netns` keeps network ones).
+FL_MNTNS_DIR=$FL_RUN/mntns
+# Paths the 1.20 kubelet and containerd use whatever one configures, which two kubelets on one host
+# would share: pod logs (a kubelet's log GC removes every pod log directory of a pod it does not know,
+# so node 1's kubelet would delete node 2's logs and the other way round) and the device plugins'
+# socket directory (each kubelet empties it when it starts). Nodes 2..N see their own copy of each
+# (bind mounts in the node's mount namespace); node 1 keeps the host's.
+FL_NODE_PRIVATE_PATHS=(/var/log/pods /var/log/containers /var/lib/kubelet/device-plugins)
+
+# fl_node_name K: node K's name, which is also its network namespace's.
+fl_node_name() { if [ "$1" = 1 ]; then echo faultlab-node; else echo "faultlab-node-$1"; fi; }
+
+# fl_node_index NAME: the K of node NAME (status 1 if NAME is no node name of the test bed's).
+fl_node_index() {
+  case $1 in
+    faultlab-node) echo 1 ;;
+    faultlab-node-[2-9] | faultlab-node-[1-9][0-9]) echo "${1#faultlab-node-}" ;;
+    *) return 1 ;;
+  esac
+}
+
+# fl_node_select K: the node variables for node K (1 <= K <= FL_NODE_MAX). Node 1's are the test
+# bed's single node's, exactly as they always were: its files directly under $FL_LIB, $FL_TB and $FL_RUN;
+# node K's under nodes/faultlab-node-K/ of each.
+fl_node_select() {
+  local k=$1
+  case $k in [1-9] | [1-9][0-9]) ;; *) die "fl_node_select: no node $k" ;; esac
+  [ "$k" -le "$FL_NODE_MAX" ] || die "fl_node_select: no node $k (at most $FL_NODE_MAX)"
+  FL_NODE_INDEX=$k
+  FL_NODE=$(fl_node_name "$k")
+  FL_NETNS=$FL_NODE
+  FL_VETH_HOST=fl-host$((k - 1))
+  FL_VETH_NODE=fl-node$((k - 1))
+  # The node's link, 198.18.213.4(K-1)/30: the host's end .4(K-1)+1, the node's .4(K-1)+2.
+  FL_LINK_HOST_IP=198.18.213.$((4 * (k - 1) + 1))
+  FL_NODE_IP=198.18.213.$((4 * (k - 1) + 2))
+  FL_POD_CIDR=198.19.$((159 + k)).0/24
+  FL_POD_GW=198.19.$((159 + k)).1
+  # The node's gateway and the device of its default route (what the default-route fault takes away).
+  FL_NODE_GATEWAY=$FL_LINK_HOST_IP
+  FL_NODE_DEVICE=$FL_VETH_NODE
+  if [ "$FL_VM" = 1 ]; then
+    FL_NODE_IP=$FL_VM_IP
+    FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
+    FL_NODE_DEVICE=eth0
+  fi
+  if [ "$k" = 1 ]; then
+    FL_NODE_LIB=$FL_LIB
+    FL_NODE_TB=$FL_TB
+    FL_NODE_RUN=$FL_RUN
+    FL_NODE_MNTNS=""   # the host's mount namespace
+    FL_CGROUP_ROOT=""  # the kubelet's default, /
+    FL_NODE_CERT=node
+  else
+    FL_NODE_LIB=$FL_LIB/nodes/$FL_NODE
+    FL_NODE_TB=$FL_TB/nodes/$FL_NODE
+    FL_NODE_RUN=$FL_RUN/nodes/$FL_NODE
+    FL_NODE_MNTNS=$FL_MNTNS_DIR/$FL_NODE
+    FL_CGROUP_ROOT=/$FL_NODE
+    FL_NODE_CERT=node-$FL_NODE
+  fi
+  FL_CTRD_ROOT=$FL_NODE_LIB/containerd    # mountpoint of the loop disk
+  FL_CTRD_OPT=$FL_NODE_LIB/containerd-opt
+  FL_CTRD_STATE=$FL_NODE_RUN/containerd
+  FL_CTRD_SOCK=$FL_CTRD_STATE/containerd.sock
+  FL_CTRD_CONF_DIR=$FL_NODE_TB/containerd
+  FL_CTRD_CONF=$FL_CTRD_CONF_DIR/config.toml
+  FL_CTRD_HOSTS_DIR=$FL_CTRD_CONF_DIR/certs.d
+  FL_CNI_CONF_DIR=$FL_NODE_TB/cni/net.d
+  FL_CNI_DATA=$FL_NODE_LIB/cni
+  FL_DISK_DIR=$FL_NODE_LIB/disk
+  FL_DISK_FILE=$FL_DISK_DIR/containerd.ext4
+  FL_KUBELET_ROOT=$FL_NODE_LIB/kubelet
+  FL_KUBELET_CONF=$FL_NODE_TB/kubelet/config.yaml
+  FL_KUBELET_EXTRA=$FL_NODE_TB/kubelet/extra-flags
+  FL_KUBELET_KUBECONFIG=$FL_NODE_TB/kubelet/kubeconfig
+  FL_NODE_IMAGES=$FL_NODE_LIB/images       # which image builds were imported
+  FL_NODE_DESCRIPTION=$FL_NODE_TB/node.yaml  # nodes 2..N: the node's part of the description
+}
+
 FL_KUBECONFIG=$FL_TB/kubeconfig
 FL_CONTEXT=faultlab-testbed
 FL_DESCRIPTION=$FL_TB/testbed.yaml
@@ -165,6 +238,9 @@ die() { printf '[%s] ERROR: %s\n' "$(fl_ts)" "$*" >&2; exit 1; }
 fl_require_root() {
   [ "$(id -u)" -eq 0 ] || die "the test bed needs root (it creates a network namespace, a loop mount, cgroups)"
 }
+
+# The node variables start as node 1's.
+fl_node_select 1
 
 # ------------------------------------------------------------- parts ------
 # The rest, by concern, in ci/testbed/lib/ (sourced in this order: later parts use earlier ones).

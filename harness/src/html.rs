@@ -118,6 +118,8 @@ impl<'a> Run<'a> {
             ("node", r.node.clone()),
             ("namespace", r.namespace.clone()),
             ("started", r.timeline.started.clone()),
+            // `faultlab run --jobs`: the scenarios that ran at the same time as this one.
+            ("ran beside", r.ran_beside.join(", ")),
         ];
         facts.retain(|(_, v)| !v.is_empty());
         let snapshot_error = matches!(&r.snapshot, SnapshotResult::Mismatched(d) if r.error.as_ref() == Some(d));

@@ -191,6 +191,14 @@ enum Command {
         /// short, so leave room for the longest one.
         #[arg(long, value_parser = parse_duration)]
         budget: Option<Duration>,
+        /// Run up to N scenarios at once (default: what the platform allows; 1: one after the other).
+        /// Each runs where its fault's reach allows: a namespace-only one beside anything on a node
+        /// no other scenario breaks, a node-wide one on a node of its own (the test bed's nodes,
+        /// `ci/testbed/up --nodes N`), a cluster-wide one alone on a shared cluster, a host-wide one
+        /// alone everywhere, two with the same host port (a registry) never together. On kind, N
+        /// clusters at once. The report names, for each scenario, those that ran beside it.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: Option<u16>,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -381,11 +389,14 @@ fn validate(paths: &[PathBuf]) -> Result<usize> {
 }
 
 /// Phase progress: a spinner on a terminal, plain lines otherwise.
-fn progress(rec: Recorder, scenario: String) -> tokio::task::JoinHandle<()> {
+fn progress(rec: Recorder, scenario: String, bars: Option<indicatif::MultiProgress>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let terminal = std::io::stderr().is_terminal();
         let bar = terminal.then(|| {
-            let b = indicatif::ProgressBar::new_spinner();
+            let b = match &bars {
+                Some(m) => m.add(indicatif::ProgressBar::new_spinner()),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
             b.enable_steady_tick(Duration::from_millis(120));
             b
         });
@@ -499,7 +510,7 @@ async fn main() -> Result<()> {
                 bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget, jobs } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
             let mut scenarios = targets(&dir, &target, &mut broken)?;
@@ -507,28 +518,61 @@ async fn main() -> Result<()> {
             if sharing {
                 scenarios = suite::group_by_kind_needs(scenarios);
             }
-            let mut shared = suite::SharedClusters::default();
+            let places = suite::places(&choice);
+            let jobs = jobs.map(usize::from).unwrap_or_else(|| suite::default_jobs(&places)).min(scenarios.len().max(1));
+            let mut sched = faultlab::schedule::Scheduler::new(places, jobs);
+            let claims: Vec<faultlab::schedule::Claim> = scenarios.iter().map(|s| suite::claim(s, &choice)).collect();
+            let mut pending: Vec<usize> = (0..scenarios.len()).collect();
+            // On kind, one shared cluster per slot (each slot runs its scenarios one after another).
+            let mut pools: Vec<Option<suite::SharedClusters>> = (0..jobs).map(|_| Some(suite::SharedClusters::default())).collect();
+            let mut done: Vec<Option<ScenarioReport>> = vec![None; scenarios.len()];
+            let mut beside: Vec<std::collections::BTreeSet<String>> = vec![Default::default(); scenarios.len()];
+            let bars = (jobs > 1).then(indicatif::MultiProgress::new);
             let started = Instant::now();
-            let mut reports: Vec<ScenarioReport> = Vec::new();
-            for s in &scenarios {
-                if let Some(why) = budget.and_then(|b| suite::over_budget(started.elapsed(), b)) {
-                    eprintln!("{}: {why}", s.name());
-                    let mut report = ScenarioReport::ignored(s.name(), &why);
-                    if let Some(last) = reports.last() {
-                        report.provider.clone_from(&last.provider);
-                        report.platform.clone_from(&last.platform);
+            let mut running = futures::stream::FuturesUnordered::new();
+            let (choice_ref, scenarios_ref) = (&choice, &scenarios);
+            loop {
+                while suite::interrupted().is_none() {
+                    let waiting: Vec<&faultlab::schedule::Claim> = pending.iter().map(|&i| &claims[i]).collect();
+                    let Some(start) = sched.next(&waiting) else { break };
+                    let i = pending.remove(start.pending);
+                    let s = &scenarios_ref[i];
+                    if let Some(why) = budget.and_then(|b| suite::over_budget(started.elapsed(), b)) {
+                        eprintln!("{}: {why}", s.name());
+                        done[i] = Some(ScenarioReport::ignored(s.name(), &why));
+                        continue;
                     }
-                    if output == Output::Text {
-                        println!("{}", report.line());
+                    for r in sched.running() {
+                        beside[r].insert(s.name().to_string());
+                        beside[i].insert(scenarios_ref[r].name().to_string());
                     }
-                    reports.push(report);
-                    continue;
+                    sched.start(i, start.place, claims[i].clone());
+                    let options = suite::RunOptions {
+                        allow_existing: allow_existing.clone(),
+                        hold,
+                        allow_host_wide,
+                        expectations: cli.expectations.clone(),
+                        node: sched.node(start.place).filter(|n| !n.is_empty()).map(String::from),
+                    };
+                    let mut pool = if sharing { pools[start.place].take() } else { None };
+                    let rec = Recorder::default();
+                    let ticker = progress(rec.clone(), s.name().to_string(), bars.clone());
+                    running.push(async move {
+                        let report = suite::run_with(s, choice_ref, &options, rec, pool.as_mut()).await;
+                        ticker.abort();
+                        (i, start.place, pool, report)
+                    });
                 }
-                let rec = Recorder::default();
-                let ticker = progress(rec.clone(), s.name().to_string());
-                let options = suite::RunOptions { allow_existing: allow_existing.clone(), hold, allow_host_wide, expectations: cli.expectations.clone() };
-                let report = suite::run_with(s, &choice, &options, rec, sharing.then_some(&mut shared)).await;
-                ticker.abort();
+                let Some((i, place, pool, report)) = futures::StreamExt::next(&mut running).await else {
+                    if !pending.is_empty() && suite::interrupted().is_none() {
+                        bail!("internal: {} scenario(s) could not be scheduled", pending.len());
+                    }
+                    break;
+                };
+                sched.finish(i);
+                if let Some(p) = pool {
+                    pools[place] = Some(p);
+                }
                 if output == Output::Text {
                     println!("{}", report.line());
                 } else {
@@ -536,21 +580,36 @@ async fn main() -> Result<()> {
                         eprintln!("note: {n}");
                     }
                 }
-                reports.push(report);
+                done[i] = Some(report);
                 if let Some(signal) = suite::interrupted() {
-                    eprintln!("{signal}: stopped after {} of {} scenario(s)", reports.len(), scenarios.len());
-                    break;
+                    let ended = done.iter().filter(|r| r.is_some()).count();
+                    eprintln!("{signal}: stopped after {ended} of {} scenario(s) ({} still tearing down)", scenarios.len(), running.len());
                 }
             }
-            let rec = Recorder::default();
-            match shared.release(&rec).await {
-                Ok(Some(name)) if keep => eprintln!("note: --keep: kind cluster {name} is kept; delete it with `kind delete cluster --name {name}` or `faultlab cleanup`"),
-                Ok(_) => {}
-                Err(e) => {
-                    eprintln!("error: deleting the last shared kind cluster: {e}");
-                    if let Some(last) = reports.last_mut() {
-                        last.teardown_errors.push(e.to_string());
-                        last.status = faultlab::report::Status::Failed;
+            drop(running);
+            let mut reports: Vec<ScenarioReport> = Vec::new();
+            for (i, r) in done.into_iter().enumerate() {
+                let Some(mut r) = r else { continue };
+                r.ran_beside = beside[i].iter().cloned().collect();
+                reports.push(r);
+            }
+            // Those the budget did not start name the platform the others ran on.
+            if let Some(ran) = reports.iter().find(|r| !r.provider.is_empty()).map(|r| (r.provider.clone(), r.platform.clone())) {
+                for r in reports.iter_mut().filter(|r| r.provider.is_empty()) {
+                    (r.provider, r.platform) = ran.clone();
+                }
+            }
+            for mut pool in pools.into_iter().flatten() {
+                let rec = Recorder::default();
+                match pool.release(&rec).await {
+                    Ok(Some(name)) if keep => eprintln!("note: --keep: kind cluster {name} is kept; delete it with `kind delete cluster --name {name}` or `faultlab cleanup`"),
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("error: deleting a shared kind cluster: {e}");
+                        if let Some(last) = reports.last_mut() {
+                            last.teardown_errors.push(e.to_string());
+                            last.status = faultlab::report::Status::Failed;
+                        }
                     }
                 }
             }
@@ -582,7 +641,7 @@ async fn main() -> Result<()> {
             let choice = choose(&provider, true)?;
             let s = scenario::find(&dir, &name)?;
             let rec_phase = Recorder::default();
-            let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"));
+            let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"), None);
             let session = training::train(&s, &choice, allow_existing.as_deref(), rec_phase).await;
             ticker.abort();
             let session = session?;

@@ -88,6 +88,28 @@ pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
     find(api_version, kind).is_some_and(|k| !k.namespaced)
 }
 
+/// The node label the pinning selects on (every kubelet sets it to its node's name).
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// Pin the pods an object makes (or is) to `node`: the pod spec's `nodeSelector` gets
+/// `kubernetes.io/hostname: node` (the scheduler still decides, so a node's taints show as they would).
+/// What `faultlab run --jobs` does on a cluster of several nodes, where each scenario has the node the
+/// runner gave it. Objects that make no pods are left as they are.
+pub fn pin_to_node(object: &mut serde_json::Value, node: &str) {
+    let kind = object.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+    let at = match kind {
+        "Pod" => "/spec",
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => "/spec/template/spec",
+        "CronJob" => "/spec/jobTemplate/spec/template/spec",
+        _ => return,
+    };
+    let Some(spec) = object.pointer_mut(at).and_then(|s| s.as_object_mut()) else { return };
+    let selector = spec.entry("nodeSelector").or_insert_with(|| serde_json::json!({}));
+    if let Some(map) = selector.as_object_mut() {
+        map.insert(HOSTNAME_LABEL.into(), node.into());
+    }
+}
+
 /// One document of a manifest.
 #[derive(Clone, Debug)]
 pub struct Doc {
@@ -254,6 +276,19 @@ pub fn check_doc(doc: &Doc, namespace_placeholder: &str) -> Vec<Placed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pins_the_pods_an_object_makes_to_a_node_and_leaves_other_objects() {
+        let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      nodeSelector: {disk: ssd}\n      containers: []\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n---\napiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: c}\nspec: {jobTemplate: {spec: {template: {spec: {containers: []}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\ndata: {a: b}\n";
+        let mut docs = split(text).unwrap();
+        for d in &mut docs {
+            pin_to_node(&mut d.value, "faultlab-node-2");
+        }
+        assert_eq!(docs[0].value.pointer("/spec/template/spec/nodeSelector").unwrap(), &serde_json::json!({"disk": "ssd", "kubernetes.io/hostname": "faultlab-node-2"}), "the workload's own selector stays");
+        assert_eq!(docs[1].value.pointer("/spec/nodeSelector").unwrap(), &serde_json::json!({"kubernetes.io/hostname": "faultlab-node-2"}));
+        assert_eq!(docs[2].value.pointer("/spec/jobTemplate/spec/template/spec/nodeSelector/kubernetes.io~1hostname").unwrap(), "faultlab-node-2");
+        assert_eq!(docs[3].value, serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}, "data": {"a": "b"}}));
+    }
 
     #[test]
     fn knows_scopes_from_the_api() {

@@ -22,4 +22,7 @@ pub struct Needs {
     /// What the fault writes to the node's disk beyond the containerd disk, at most, in MiB (on kind
     /// the node's disk is the host's).
     pub disk_writes_mib: u64,
+    /// Ports of this machine that the fault's helpers listen on (a run's registry and its proxy): two
+    /// scenarios naming the same port on the same address never run at once (`faultlab run --jobs`).
+    pub host_ports: Vec<crate::schedule::HostPort>,
 }

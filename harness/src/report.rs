@@ -54,6 +54,9 @@ pub struct ScenarioReport {
     /// When things happened, for the HTML report's timeline.
     #[serde(default, skip_serializing_if = "Timeline::is_empty")]
     pub timeline: Timeline,
+    /// The scenarios that ran at the same time as this one, at any moment of it (`faultlab run --jobs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ran_beside: Vec<String>,
 }
 
 
@@ -78,6 +81,7 @@ impl ScenarioReport {
             notes: vec![],
             record: vec![],
             timeline: Timeline::default(),
+            ran_beside: vec![],
         }
     }
 

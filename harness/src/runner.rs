@@ -194,6 +194,10 @@ pub struct Run {
     pub fault: Arc<crate::faults::FaultSpec>,
     /// Keep the fault in place this long after the symptom, before the fix (`faultlab run --hold`).
     pub hold: Option<Duration>,
+    /// Pin the workload's pods to the run's node (`faultlab run --jobs` on a cluster of several nodes:
+    /// each scenario works on the node the runner gave it). Off: the scheduler places them, as on a
+    /// single-node cluster.
+    pub pin: bool,
     pub namespace: String,
     pub ctx: Arc<Ctx>,
     pub events: Option<EventLog>,
@@ -222,7 +226,10 @@ impl Run {
             },
         };
         let journal = Journal::create(journal_dir, &namespace, scenario.name(), cluster_ref)?;
-        Ok(Self::build(scenario, namespace, node, Backends::live(client, rec), journal))
+        let mut run = Self::build(scenario, namespace, node, Backends::live(client, rec), journal);
+        // On a cluster of several nodes the workload goes to the run's node, where the fault is.
+        run.pin = cluster.nodes.len() > 1;
+        Ok(run)
     }
 
     /// A run over the namespace and journal of one already under way (a training session's check and
@@ -262,6 +269,7 @@ impl Run {
             scenario,
             fault,
             hold: None,
+            pin: false,
             namespace,
             ctx: Arc::new(ctx),
             events: None,
@@ -318,7 +326,10 @@ impl Run {
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
         self.pods = Some(ctx.observe.pod_states(&self.namespace, &ctx.target.selector));
         self.fault.fault().prepare(&ctx).await.map_err(RunError::Setup)?;
-        for object in self.scenario.objects(&ctx.vars)? {
+        for mut object in self.scenario.objects(&ctx.vars)? {
+            if self.pin {
+                crate::manifest::pin_to_node(&mut object.value, ctx.node.name());
+            }
             let ns = if object.cluster_scoped {
                 // Declared in workload.clusterObjects (checked at load): journal its deletion first.
                 let (api_version, kind, name) = (object.api_version().to_string(), object.kind().to_string(), object.name().to_string());

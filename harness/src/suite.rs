@@ -135,9 +135,13 @@ struct KindTeardown {
     keep_note: Option<String>,
 }
 
-/// The node the scenario acts on: the first node (single-node clusters), found by the provider.
-fn pick_node(nodes: &[NodeProfile]) -> Option<NodeProfile> {
-    nodes.first().cloned()
+/// The node the scenario acts on: the one named (the runner's choice on a cluster of several nodes),
+/// else the first node the provider found.
+fn pick_node(nodes: &[NodeProfile], wanted: Option<&str>) -> Option<NodeProfile> {
+    match wanted {
+        Some(name) => nodes.iter().find(|n| n.name == name).cloned(),
+        None => nodes.first().cloned(),
+    }
 }
 
 /// Print what a run would do, without doing it.
@@ -166,14 +170,14 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
             kind.host = std::sync::Arc::new(crate::provider::PlannedHost::new(kind.plan_answers()));
             let cluster = kind.provision(&rec).await?;
             rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
-            let node = pick_node(&cluster.nodes).expect("a plan's kind cluster has the node its host answers");
+            let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
             (node, Some((kind, cluster)))
         }
         ProviderChoice::Existing { description } => {
             let node = if description.is_file() {
                 let existing = Existing { description: description.clone() };
                 let cluster = existing.provision(&rec).await?;
-                pick_node(&cluster.nodes).unwrap_or_else(crate::testbed::placeholder_profile)
+                pick_node(&cluster.nodes, None).unwrap_or_else(crate::testbed::placeholder_profile)
             } else {
                 rec.push(crate::record::Channel::Note, format!("no description at {}: showing the test bed's layout", description.display()));
                 crate::testbed::placeholder_profile()
@@ -204,6 +208,9 @@ pub struct RunOptions {
     /// Where the snapshots are (`--expectations`), instead of beside the scenario's set (see
     /// [`snapshot::Store`]); `FAULTLAB_EXPECTATIONS` when not given.
     pub expectations: Option<PathBuf>,
+    /// The node to work on, by name (`faultlab run --jobs` gives each scenario one on a cluster of
+    /// several nodes); none: the cluster's first node.
+    pub node: Option<String>,
 }
 
 /// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
@@ -294,6 +301,50 @@ pub fn over_budget(elapsed: std::time::Duration, budget: std::time::Duration) ->
     })
 }
 
+/// What `scenario` holds while it runs on `choice` ([`crate::schedule`]): its fault's reach and host
+/// ports; on kind, the cluster it can share is the one of the same needs.
+pub fn claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::schedule::Claim {
+    let fault = scenario.scenario.fault.fault();
+    let mut claim = fault.claim();
+    if let ProviderChoice::Kind { .. } = choice {
+        claim.cluster_key = format!("{:?}", crate::provider::kind::KindNeeds::of(&fault.needs()));
+    }
+    claim
+}
+
+/// The places `faultlab run --jobs` spreads scenarios over: the test bed's nodes (from its description),
+/// or on kind clusters of their own. A description that cannot be read gives one place of no name:
+/// each run then says what is wrong with it, as without `--jobs`.
+pub fn places(choice: &ProviderChoice) -> crate::schedule::Places {
+    match choice {
+        ProviderChoice::Kind { .. } => crate::schedule::Places::Clusters(1),
+        ProviderChoice::Existing { description } => {
+            let nodes = crate::testbed::TestBed::read(description)
+                .map(|bed| bed.nodes.into_iter().map(|n| crate::schedule::NodePlace { registry_address: n.registry.map(|r| r.listen), name: n.name }).collect())
+                .unwrap_or_default();
+            crate::schedule::Places::Nodes(nodes)
+        }
+    }
+}
+
+/// `--jobs` left out: what the platform allows. The test bed: one scenario per node (the namespace-only
+/// ones double up on a node beside each other); kind: one cluster at a time per 2 cores and 8 GiB of
+/// memory, at most 4 (each node container takes about one core while it starts and 1-2 GiB).
+pub fn default_jobs(places: &crate::schedule::Places) -> usize {
+    match places {
+        crate::schedule::Places::Nodes(n) => n.len().max(1) * 2,
+        crate::schedule::Places::Clusters(_) => {
+            let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            let mem_gib = std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| m.lines().find(|l| l.starts_with("MemAvailable:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+                .map(|kib| kib / (1024 * 1024))
+                .unwrap_or(0) as usize;
+            (cores / 2).min(mem_gib / 8).clamp(1, 4)
+        }
+    }
+}
+
 /// Order scenarios so that those with the same kind needs are next to each other (stable: the first
 /// scenario of each group keeps the group's place), which lets [`SharedClusters`] create one cluster
 /// per group.
@@ -352,8 +403,8 @@ struct Ready {
 }
 
 /// Check that faults may go into the cluster, connect, ask the platform and pick the node.
-async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, allow_existing: Option<&str>, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), String> {
-    check_safety(cluster, allow_existing).map_err(|e| e.to_string())?;
+async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, options: &RunOptions, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), String> {
+    check_safety(cluster, options.allow_existing.as_deref()).map_err(|e| e.to_string())?;
     let client = tokio::select! {
         c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string())?,
         name = interrupts.recv() => return Err(format!("interrupted by {name} while connecting to the cluster")),
@@ -364,7 +415,10 @@ async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, al
         p = provider.platform(cluster, &kube) => p.map_err(|e| e.to_string())?,
         name = interrupts.recv() => return Err(format!("interrupted by {name} while asking the nodes for the platform")),
     };
-    let node = pick_node(&cluster.nodes).ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?;
+    let node = match &options.node {
+        Some(name) => pick_node(&cluster.nodes, Some(name)).ok_or_else(|| format!("cluster of context {} has no node {name} (its nodes: {})", cluster.context, cluster.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")))?,
+        None => pick_node(&cluster.nodes, None).ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?,
+    };
     Ok((Ready { cluster: cluster.clone(), client, node }, platform))
 }
 
@@ -414,9 +468,9 @@ async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOpti
         Err(r) => return r,
     };
     report.platform = cluster.platform.clone();
-    report.node = pick_node(&cluster.nodes).map(|n| n.name).unwrap_or_default();
+    report.node = pick_node(&cluster.nodes, options.node.as_deref()).map(|n| n.name).unwrap_or_default();
     report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-    let mut report = match connect(provider.as_ref(), &cluster, options.allow_existing.as_deref(), &rec, &mut interrupts).await {
+    let mut report = match connect(provider.as_ref(), &cluster, options, &rec, &mut interrupts).await {
         Ok((ready, platform)) => {
             drop(interrupts);
             report.platform = platform;
@@ -475,7 +529,7 @@ async fn run_shared(
             };
             // The node's state once the cluster's own pods have their sandboxes: the first pod network (the
             // bridge and its route) comes with them, and would otherwise count as a change the first run made.
-            let clean = match pick_node(&cluster.nodes) {
+            let clean = match pick_node(&cluster.nodes, None) {
                 Some(n) => {
                     let settled = tokio::select! {
                         s = settle(&cluster) => s,
@@ -502,9 +556,9 @@ async fn run_shared(
         }
     };
     report.cluster = Some(shared.kind.name.clone());
-    report.node = pick_node(&shared.cluster.nodes).map(|n| n.name).unwrap_or_default();
+    report.node = pick_node(&shared.cluster.nodes, None).map(|n| n.name).unwrap_or_default();
     report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-    let mut report = match connect(&shared.kind, &shared.cluster, None, &rec, &mut interrupts).await {
+    let mut report = match connect(&shared.kind, &shared.cluster, &RunOptions { allow_existing: None, node: None, ..options.clone() }, &rec, &mut interrupts).await {
         Ok((ready, platform)) => {
             drop(interrupts);
             report.platform = platform;
@@ -518,7 +572,7 @@ async fn run_shared(
     let keep_it = if report.status != Status::Passed || interrupted().is_some() {
         Err("the run did not pass".to_string())
     } else {
-        match pick_node(&shared.cluster.nodes) {
+        match pick_node(&shared.cluster.nodes, None) {
             Some(n) => match node_state(&n).await {
                 Ok(now) if now == shared.clean => Ok(()),
                 Ok(now) => Err(format!("the node is not as the cluster was made:\n{}", state_difference(&shared.clean, &now))),
@@ -658,8 +712,14 @@ pub fn state_difference(before: &str, after: &str) -> String {
 }
 
 pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
+    node_state_of(node, crate::faults::FaultSpec::footprint(node)).await
+}
+
+/// The node's state as `probes` see it (one fault's own footprint: what a run beside others compares,
+/// since on the test bed the nodes share the host's files, where another run's fault may be at work).
+pub async fn node_state_of(node: &NodeProfile, probes: Vec<crate::faults::Probe>) -> Result<String, crate::cmd::CmdError> {
     let access = node.access().expect("validated");
-    let script: Vec<String> = crate::faults::FaultSpec::footprint(node)
+    let script: Vec<String> = probes
         .into_iter()
         .map(|p| format!("echo {}; {}", shell_words::quote(&format!("# {}", p.title)), p.script))
         .collect();

@@ -1,4 +1,5 @@
-//! The test bed's description file: how the harness reaches the project's own single-node cluster.
+//! The test bed's description file: how the harness reaches the project's own cluster and each of its
+//! nodes (one by default; `ci/testbed/up --nodes N`).
 //!
 //! `ci/testbed/up` writes it (default `/var/lib/faultlab/testbed/testbed.yaml`, or `$FAULTLAB_TESTBED`).
 //! Its presence declares that the context it names belongs to the test bed, so faults may be injected.
@@ -117,6 +118,10 @@ pub struct Facts {
     /// `ci/testbed/node`, which restarts the kubelet and containerd (`node restart kubelet`).
     #[arg(long)]
     pub node_script: String,
+    /// One more argument of the node script, after `restart <component>` (repeatable): the node's name,
+    /// on the test bed's nodes after the first (`node restart kubelet faultlab-node-2`).
+    #[arg(long = "node-script-arg", allow_hyphen_values = true)]
+    pub node_script_args: Vec<String>,
     /// The node's CRI client (faultlab-cri).
     #[arg(long)]
     pub cri_client: String,
@@ -145,6 +150,10 @@ pub struct Facts {
     /// An image the node holds, by role: `ROLE=REF`, once per image (`pause` and `busybox` at least).
     #[arg(long = "image", value_name = "ROLE=REF")]
     pub images: Vec<String>,
+    /// A description written before (by `testbed describe`, of the same cluster) whose nodes this one
+    /// lists after its own node, in order (repeatable): the test bed's nodes 2..N (`up --nodes N`).
+    #[arg(long = "add-nodes-from", value_name = "FILE")]
+    pub add_nodes_from: Vec<PathBuf>,
 }
 
 /// Facts that make no description.
@@ -156,6 +165,10 @@ pub enum FactsError {
     RoleTwice { role: String },
     #[error("--image: no {role}=REF given (the node needs a {role} image)")]
     RoleMissing { role: &'static str },
+    #[error("--add-nodes-from {}: {message}", path.display())]
+    NodesFrom { path: PathBuf, message: String },
+    #[error("node {name} is described twice (--node, --add-nodes-from)")]
+    NodeTwice { name: String },
 }
 
 impl Facts {
@@ -184,7 +197,11 @@ impl Facts {
         }
         let mut take = |role: &'static str| images.remove(role).ok_or(FactsError::RoleMissing { role });
         let (pause, busybox) = (take("pause")?, take("busybox")?);
-        let restart = |what: &str| vec![self.node_script.clone(), "restart".into(), what.into()];
+        let restart = |what: &str| {
+            let mut argv = vec![self.node_script.clone(), "restart".into(), what.into()];
+            argv.extend(self.node_script_args.iter().cloned());
+            argv
+        };
         let ssh = self.ssh_destination.as_ref().map(|destination| SshAccess {
             destination: destination.clone(),
             port: self.ssh_port,
@@ -241,13 +258,34 @@ impl Facts {
                     .collect(),
             }),
         };
+        let mut nodes = vec![node];
+        for path in &self.add_nodes_from {
+            let more = TestBed::read(path).map_err(|e| FactsError::NodesFrom { path: path.clone(), message: e.to_string() })?;
+            if (&more.platform, &more.kubeconfig, &more.context) != (&self.platform, &self.kubeconfig, &self.context) {
+                return Err(FactsError::NodesFrom {
+                    path: path.clone(),
+                    message: format!(
+                        "describes another cluster (platform {}, kubeconfig {}, context {}), not this one's",
+                        more.platform,
+                        more.kubeconfig.display(),
+                        more.context
+                    ),
+                });
+            }
+            for node in more.nodes {
+                if nodes.iter().any(|n| n.name == node.name) {
+                    return Err(FactsError::NodeTwice { name: node.name });
+                }
+                nodes.push(node);
+            }
+        }
         Ok(TestBed {
             api_version: ApiVersion::V1alpha1,
             kind: TestBedKind::TestBed,
             platform: self.platform.clone(),
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
-            nodes: vec![node],
+            nodes,
         })
     }
 }
@@ -341,6 +379,7 @@ pub(crate) mod tests {
             kubelet_config: "/var/lib/faultlab/testbed/kubelet-config.yaml".into(),
             kubelet_extra_flags: "/var/lib/faultlab/testbed/kubelet.extra-flags".into(),
             node_script: "/opt/faultlab/ci/testbed/node".into(),
+            node_script_args: vec![],
             cri_client: "/var/lib/faultlab/testbed/bin/faultlab-cri".into(),
             disk_file: "/var/cache/faultlab/containerd.img".into(),
             disk_device: Some("/dev/loop0".into()),
@@ -351,7 +390,72 @@ pub(crate) mod tests {
             registry_hosts_dir: Some("/var/lib/faultlab/testbed/containerd/certs.d".into()),
             control_plane_script: Some("/opt/faultlab/ci/testbed/control-plane".into()),
             images: ["tools=faultlab.invalid/tools:1", "busybox=faultlab.invalid/busybox:1.35", "pause=faultlab.invalid/cce-pause:3.1"].map(String::from).to_vec(),
+            add_nodes_from: vec![],
         }
+    }
+
+    /// The facts `ci/testbed/up --nodes 2` gives for its second node (fl_node_select 2 in ci/testbed/lib.sh).
+    fn second_node_facts() -> Facts {
+        let dir = "/var/lib/faultlab/nodes/faultlab-node-2";
+        let tb = "/var/lib/faultlab/testbed/nodes/faultlab-node-2";
+        let sock = "/run/faultlab/nodes/faultlab-node-2/containerd/containerd.sock";
+        Facts {
+            node: "faultlab-node-2".into(),
+            address: "198.18.213.6".into(),
+            gateway: "198.18.213.5".into(),
+            gateway_device: "fl-node1".into(),
+            containerd_socket: sock.into(),
+            containerd_root: format!("{dir}/containerd"),
+            containerd_config: format!("{tb}/containerd/config.toml"),
+            kubelet_root: format!("{dir}/kubelet"),
+            kubelet_config: format!("{tb}/kubelet/config.yaml"),
+            kubelet_extra_flags: format!("{tb}/kubelet/extra-flags"),
+            node_script_args: vec!["faultlab-node-2".into()],
+            disk_file: format!("{dir}/disk/containerd.ext4"),
+            disk_device: Some("/dev/loop1".into()),
+            registry_listen: Some("198.18.213.5".into()),
+            registry_address: Some("198.18.213.5".into()),
+            registry_hosts_dir: Some(format!("{tb}/containerd/certs.d")),
+            ..sample_facts()
+        }
+    }
+
+    /// Two nodes: the second described into a file of its own first, then listed after the first, each
+    /// with its own complete profile; the first's exactly as with one node.
+    #[test]
+    fn a_two_node_description_lists_each_node_with_its_own_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let second = dir.path().join("node.yaml");
+        std::fs::write(&second, second_node_facts().testbed().unwrap().to_yaml()).unwrap();
+        let facts = Facts { add_nodes_from: vec![second.clone()], ..sample_facts() };
+        let bed = facts.testbed().unwrap();
+        assert_eq!(bed.nodes.len(), 2);
+        assert_eq!(bed.nodes[0], sample_profile(), "node 1 is described as the single node always was");
+        let node = &bed.nodes[1];
+        assert_eq!((node.name.as_str(), node.netns.as_deref()), ("faultlab-node-2", Some("faultlab-node-2")));
+        assert!(matches!(node.access(), Some(crate::node::NodeAccess::Netns { netns }) if netns == "faultlab-node-2"));
+        assert_eq!(node.kubelet.restart, ["/opt/faultlab/ci/testbed/node", "restart", "kubelet", "faultlab-node-2"], "the restart names its node");
+        assert_eq!(node.containerd.restart, ["/opt/faultlab/ci/testbed/node", "restart", "containerd", "faultlab-node-2"]);
+        assert_eq!(node.crictl.as_ref().unwrap()[2], "unix:///run/faultlab/nodes/faultlab-node-2/containerd/containerd.sock");
+        assert_eq!(node.ctr(["images", "ls"]).argv[2], "/run/faultlab/nodes/faultlab-node-2/containerd/containerd.sock");
+        assert_eq!(node.disk.as_ref().unwrap().mountpoint, "/var/lib/faultlab/nodes/faultlab-node-2/containerd");
+        assert_eq!(node.cpu_manager_state(), Path::new("/var/lib/faultlab/nodes/faultlab-node-2/kubelet/cpu_manager_state"));
+        assert_eq!(node.registry.as_ref().unwrap().endpoint(crate::node::RegistryProfile::PORT), "198.18.213.5:5443");
+        assert_eq!(node.images, bed.nodes[0].images);
+        assert_eq!(node.control_plane, bed.nodes[0].control_plane);
+        // Written and read back strictly, in order.
+        let path = dir.path().join("testbed.yaml");
+        std::fs::write(&path, bed.to_yaml()).unwrap();
+        let read = TestBed::read(&path).unwrap();
+        assert_eq!(read, bed);
+        assert_eq!(read.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["faultlab-node", "faultlab-node-2"]);
+        // A node listed twice, another cluster's node, or a file that is no description: errors naming the file.
+        let twice = Facts { add_nodes_from: vec![second.clone(), second.clone()], ..sample_facts() };
+        assert_eq!(twice.testbed().unwrap_err(), FactsError::NodeTwice { name: "faultlab-node-2".into() });
+        let other = Facts { context: "other".into(), add_nodes_from: vec![second.clone()], ..sample_facts() };
+        assert!(other.testbed().unwrap_err().to_string().contains("describes another cluster"));
+        let missing = Facts { add_nodes_from: vec![dir.path().join("absent.yaml")], ..sample_facts() };
+        assert!(missing.testbed().unwrap_err().to_string().starts_with(&format!("--add-nodes-from {}", dir.path().join("absent.yaml").display())));
     }
 
     #[test]
@@ -405,6 +509,9 @@ pub(crate) mod tests {
             "--kubelet-extra-flags", "ke", "--node-script", "ns", "--cri-client", "cri", "--disk-file", "df", "--disk-mib", "1", "--node-package", "np"];
         let cli = Cli::try_parse_from(base.iter().copied().chain(["--ssh-destination", "root@h", "--ssh-option", "-o", "--ssh-option", "A=B"])).unwrap();
         assert_eq!(cli.facts.ssh_options, ["-o", "A=B"]);
+        let cli = Cli::try_parse_from(base.iter().copied().chain(["--node-script-arg", "faultlab-node-2", "--add-nodes-from", "/n2.yaml", "--add-nodes-from", "/n3.yaml"])).unwrap();
+        assert_eq!(cli.facts.node_script_args, ["faultlab-node-2"]);
+        assert_eq!(cli.facts.add_nodes_from, [PathBuf::from("/n2.yaml"), PathBuf::from("/n3.yaml")]);
         let err = Cli::try_parse_from(base.iter().copied().chain(["--ssh-port", "22"])).err().unwrap().to_string();
         assert!(err.contains("--ssh-destination"), "{err}");
     }

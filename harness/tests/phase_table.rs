@@ -49,3 +49,31 @@ fn other_skipped_or_failed_scenarios_fail_the_suite() {
     assert!(!ok, "{out}");
     assert!(out.ends_with("0 passed, 1 failed, 1 skipped\n"), "{out}");
 }
+
+#[test]
+fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failed = passed("duplicate-container");
+    failed.status = Status::Failed;
+    failed.platform = "k8s-1.20-containerd-1.6-arm64".into();
+    failed.node = "faultlab-node".into();
+    failed.failed_phase = Some(faultlab::record::Phase::Symptom);
+    failed.error = Some("timed out after 2m waiting for the symptom\nseen: Pulled".into());
+    failed.snapshot = faultlab::snapshot::SnapshotResult::Mismatched("events differ\n  missing: Warning BackOff".into());
+    failed.teardown_errors = vec!["undo 1 failed: exit 1\nstderr".into()];
+    let path = dir.path().join("arm64-suite.json");
+    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken"), failed] }.json()).unwrap();
+    let absent = dir.path().join("kind-suite.json");
+    let out = Command::new("python3").arg(script()).arg("--failures").arg(&absent).arg(&path).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = format!(
+        "FAILED {}: duplicate-container on k8s-1.20-containerd-1.6-arm64 (faultlab-node), in symptom\n    timed out after 2m waiting for the symptom\n    seen: Pulled\n    snapshot: events differ\n    snapshot:   missing: Warning BackOff\n    teardown: undo 1 failed: exit 1\n",
+        path.display()
+    );
+    assert_eq!(text, expected);
+    // Nothing failed: nothing printed.
+    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken")] }.json()).unwrap();
+    let out = Command::new("python3").arg(script()).arg("--failures").arg(&path).output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty());
+}

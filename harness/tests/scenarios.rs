@@ -3,7 +3,9 @@
 //! `cargo test --test scenarios -- --scenario pause-missing`, `SCENARIO=pause-missing cargo test --test
 //! scenarios`, `cargo scenario pause-missing`, or a plain name filter. The cluster is the test bed (its
 //! description file) or kind with Docker; with neither, every scenario is reported ignored, and the
-//! reason is printed. Scenarios run one at a time: they share a cluster. On a cluster faultlab did not
+//! reason is printed. Scenarios run side by side where their faults' reach allows (as `faultlab run
+//! --jobs`: on a test bed of several nodes each gets a node; `FAULTLAB_JOBS=N` caps how many at once,
+//! 1 runs them one after the other; `--test-threads` is set from it). On a cluster faultlab did not
 //! create, the node's state is compared before and after each run.
 
 use std::process::ExitCode;
@@ -35,8 +37,6 @@ fn split_args() -> (Option<String>, Vec<String>) {
 fn main() -> ExitCode {
     let (wanted, rest) = split_args();
     let mut args = Arguments::from_iter(rest);
-    // One at a time: scenarios share a cluster and its node.
-    args.test_threads = Some(1);
     let dir = scenario::default_dir();
     let all = match scenario::load_all(&dir) {
         Ok(all) => all,
@@ -61,14 +61,30 @@ fn main() -> ExitCode {
         eprintln!("scenarios ignored: {reason}");
     }
     let report_dir = std::env::var_os("FAULTLAB_REPORT_DIR").map(std::path::PathBuf::from);
+    // Where and how many at once: the scheduler of `faultlab run --jobs`, shared by the trials' threads.
+    let places = choice.as_ref().map(suite::places).unwrap_or(faultlab::schedule::Places::Clusters(1));
+    let jobs = match std::env::var("FAULTLAB_JOBS").ok().filter(|j| !j.is_empty()) {
+        Some(j) => match j.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("error: FAULTLAB_JOBS={j:?} is not a number of scenarios at once (1 or more)");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => suite::default_jobs(&places),
+    };
+    args.test_threads = Some(jobs);
+    let slots = std::sync::Arc::new(faultlab::schedule::Slots::new(faultlab::schedule::Scheduler::new(places, jobs)));
     let trials = all
         .into_values()
-        .map(|loaded| {
+        .enumerate()
+        .map(|(id, loaded)| {
             let name = loaded.name().to_string();
             let choice = choice.clone();
             let report_dir = report_dir.clone();
             let ignored = choice.is_err();
-            let trial = Trial::test(name, move || run_one(loaded, choice, report_dir));
+            let slots = slots.clone();
+            let trial = Trial::test(name, move || run_one(loaded, choice, report_dir, &slots, id, jobs));
             if ignored {
                 trial.with_kind("no cluster").with_ignored_flag(true)
             } else {
@@ -79,23 +95,35 @@ fn main() -> ExitCode {
     libtest_mimic::run(&args, trials).exit_code()
 }
 
-fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>) -> Result<(), Failed> {
+fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>, slots: &faultlab::schedule::Slots, id: usize, jobs: usize) -> Result<(), Failed> {
     let choice = choice.map_err(|reason| Failed::from(format!("no cluster to run on: {reason}")))?;
+    // Waits until its fault's reach lets it start; the node it gets is its own while the lease lasts.
+    let lease = slots.acquire(id, suite::claim(&loaded, &choice));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let node = match &choice {
             ProviderChoice::Existing { description } => {
                 let bed = faultlab::testbed::TestBed::read(description).map_err(|e| e.to_string())?;
-                bed.nodes.into_iter().next()
+                match &lease.node {
+                    Some(name) => bed.nodes.into_iter().find(|n| &n.name == name),
+                    None => bed.nodes.into_iter().next(),
+                }
             }
             ProviderChoice::Kind { .. } => None,
         };
+        // One at a time, every fault's footprint is compared; side by side only this fault's own, since
+        // the test bed's nodes share the host's files (another run's node package or CA may come and go).
+        let state = |n: &faultlab::node::NodeProfile| {
+            let probes = if jobs > 1 { loaded.scenario.fault.own_footprint(n) } else { faultlab::faults::FaultSpec::footprint(n) };
+            let n = n.clone();
+            async move { suite::node_state_of(&n, probes).await }
+        };
         let before = match &node {
-            Some(n) => Some(suite::node_state(n).await.map_err(|e| format!("reading the node's state before the run: {e}"))?),
+            Some(n) => Some(state(n).await.map_err(|e| format!("reading the node's state before the run: {e}"))?),
             None => None,
         };
         // On kind, faults that reach into the host run only when FAULTLAB_ALLOW_HOST_WIDE=1 says so.
-        let options = suite::RunOptions { allow_host_wide: std::env::var("FAULTLAB_ALLOW_HOST_WIDE").is_ok_and(|v| v == "1" || v == "true"), ..Default::default() };
+        let options = suite::RunOptions { allow_host_wide: std::env::var("FAULTLAB_ALLOW_HOST_WIDE").is_ok_and(|v| v == "1" || v == "true"), node: lease.node.clone(), ..Default::default() };
         let report = suite::run(&loaded, &choice, &options, Recorder::default()).await;
         eprintln!("{}", report.line());
         if let Some(dir) = &report_dir {
@@ -107,7 +135,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             return Err(Failed::from(report.line()));
         }
         if let (Some(n), Some(before)) = (&node, before) {
-            let after = suite::node_state(n).await.map_err(|e| format!("reading the node's state after the run: {e}"))?;
+            let after = state(n).await.map_err(|e| format!("reading the node's state after the run: {e}"))?;
             if after != before {
                 return Err(Failed::from(format!("the node was not restored.\n--- before\n{before}\n--- after\n{after}")));
             }

@@ -36,7 +36,6 @@ fl_make_pki() {
   fl_cert admin "/O=system:masters/CN=faultlab-admin"
   fl_cert controller-manager "/CN=system:kube-controller-manager"
   fl_cert scheduler "/CN=system:kube-scheduler"
-  fl_cert node "/O=system:nodes/CN=system:node:$FL_NODE"
   fl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   # Front-proxy (request header) CA, so the controllers' delegated authentication finds one.
   if [ ! -s "$FL_PKI/front-proxy-ca.crt" ]; then

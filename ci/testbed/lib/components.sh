@@ -7,6 +7,27 @@
 # The network namespace the node's daemons start in ("-": the current one, inside the VM node).
 fl_node_netns() { if [ "$FL_IN_VM" = 1 ]; then echo -; else echo "$FL_NETNS"; fi; }
 
+# fl_node_start <base component> <argv...>: start the selected node's containerd or kubelet in the
+# node's namespaces: node 1 in its network namespace (the host's mount namespace), nodes 2..N in their
+# network and mount namespaces (fl_node_start_argv).
+fl_node_start() {
+  local comp
+  comp=$(fl_node_comp "$1")
+  shift
+  if [ -n "$FL_NODE_MNTNS" ]; then
+    fl_node_start_argv "$@"
+    fl_start "$comp" - "${FL_NODE_START_ARGV[@]}"
+  else
+    fl_start "$comp" "$(fl_node_netns)" "$@"
+  fi
+}
+
+# fl_node_start_argv <argv...>: into FL_NODE_START_ARGV, the argv that runs argv in the selected node's
+# mount and network namespaces (nodes 2..N).
+fl_node_start_argv() {
+  FL_NODE_START_ARGV=(nsenter --mount="$FL_NODE_MNTNS" --net="/run/netns/$FL_NETNS" -- "$@")
+}
+
 fl_start_etcd() {
   mkdir -p "$FL_ETCD_DATA"
   chmod 0700 "$FL_ETCD_DATA"
@@ -61,15 +82,15 @@ fl_start_scheduler() {
 
 fl_start_containerd() {
   mkdir -p "$FL_CTRD_STATE" "$FL_CNI_DATA"
-  fl_start containerd "$(fl_node_netns)" /usr/bin/containerd --config "$FL_CTRD_CONF"
-  fl_wait_comp containerd "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
+  fl_node_start containerd /usr/bin/containerd --config "$FL_CTRD_CONF"
+  fl_wait_comp "$(fl_node_comp containerd)" "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
 }
 
 # Kubelet flags: the base set, then one flag per line of the extra-flags file (later flags win).
 fl_kubelet_flags() {
   FL_KUBELET_ARGS=(
     --config="$FL_KUBELET_CONF"
-    --kubeconfig="$FL_TB/kubelet/kubeconfig"
+    --kubeconfig="$FL_KUBELET_KUBECONFIG"
     --root-dir="$FL_KUBELET_ROOT"
     --cert-dir="$FL_KUBELET_ROOT/pki"
     --container-runtime=remote
@@ -93,8 +114,16 @@ fl_kubelet_flags() {
 fl_start_kubelet() {
   mkdir -p "$FL_KUBELET_ROOT"
   fl_kubelet_flags
-  fl_start kubelet "$(fl_node_netns)" "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
-  fl_wait_comp kubelet "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
+  fl_node_start kubelet "$FL_BIN/kubelet" "${FL_KUBELET_ARGS[@]}"
+  fl_wait_comp "$(fl_node_comp kubelet)" "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
+}
+
+# Start a node's component, as its node (the caller's selected node stays).
+fl_node_comp_start() {
+  case $1 in
+    containerd) fl_start_containerd ;;
+    kubelet) fl_start_kubelet ;;
+  esac
 }
 
 fl_start_comp() {
@@ -103,8 +132,7 @@ fl_start_comp() {
     kube-apiserver) fl_start_apiserver ;;
     kube-controller-manager) fl_start_controller_manager ;;
     kube-scheduler) fl_start_scheduler ;;
-    containerd) fl_start_containerd ;;
-    kubelet) fl_start_kubelet ;;
+    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_start ;;
     vm) fl_start_vm ;;
   esac
 }

@@ -28,7 +28,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
-    path = "$FL_LIB/containerd-opt"
+    path = "$FL_CTRD_OPT"
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "$FL_PAUSE_REF"
     restrict_oom_score_adj = true
@@ -79,7 +79,8 @@ EOC
 }
 
 fl_write_kubelet_config() {
-  fl_write_if_changed "$FL_KUBELET_CONF" <<EOC
+  {
+    cat <<EOC
 # faultlab test bed: kubelet of node $FL_NODE. Command-line flags (see $FL_KUBELET_EXTRA) override this.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -118,17 +119,43 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOC
+    fl_kubelet_config_node_lines
+  } | fl_write_if_changed "$FL_KUBELET_CONF"
 }
 
+# What sets nodes 2..N's kubelets apart on the one host's cgroup tree: each its own cgroup root
+# (fl_setup_cgroup_root), under which it makes its kubepods. Node 1's: nothing (the file as it was).
+fl_kubelet_config_node_lines() {
+  [ -z "$FL_CGROUP_ROOT" ] || printf '# Two kubelets on one cgroup tree: this one keeps to its own root.\ncgroupRoot: %s\n' "$FL_CGROUP_ROOT"
+}
+
+# The cluster's certificates and kubeconfigs, and every node's configuration. FL_CHANGED[<component>]
+# is 1 for each node component whose configuration changed (so up restarts it); FL_CHANGED_CONTAINERD
+# and FL_CHANGED_KUBELET are node 1's (the VM node's part of up reads those).
 fl_write_configs() {
   fl_make_pki
   fl_kubeconfig "$FL_KUBECONFIG" admin faultlab-admin
   fl_kubeconfig "$FL_TB/controller-manager.kubeconfig" controller-manager system:kube-controller-manager
   fl_kubeconfig "$FL_TB/scheduler.kubeconfig" scheduler system:kube-scheduler
-  fl_kubeconfig "$FL_TB/kubelet/kubeconfig" node "system:node:$FL_NODE" "$FL_CONTEXT" "$FL_NODE_APISERVER_URL"
-  FL_CHANGED_CONTAINERD=0
-  FL_CHANGED_KUBELET=0
-  if fl_write_containerd_config; then FL_CHANGED_CONTAINERD=1; fi
-  if fl_write_cni_config; then FL_CHANGED_CONTAINERD=1; fi
-  if fl_write_kubelet_config; then FL_CHANGED_KUBELET=1; fi
+  declare -gA FL_CHANGED=()
+  local k
+  for ((k = 1; k <= FL_NODE_COUNT; k++)); do
+    fl_node_select "$k"
+    fl_write_node_configs
+  done
+  fl_node_select 1
+  FL_CHANGED_CONTAINERD=${FL_CHANGED[containerd]}
+  FL_CHANGED_KUBELET=${FL_CHANGED[kubelet]}
+}
+
+# The selected node's certificate, kubelet kubeconfig, containerd, CNI and kubelet configuration.
+fl_write_node_configs() {
+  local ctrd=0 kubelet=0
+  fl_cert "$FL_NODE_CERT" "/O=system:nodes/CN=system:node:$FL_NODE"
+  fl_kubeconfig "$FL_KUBELET_KUBECONFIG" "$FL_NODE_CERT" "system:node:$FL_NODE" "$FL_CONTEXT" "$FL_NODE_APISERVER_URL"
+  if fl_write_containerd_config; then ctrd=1; fi
+  if fl_write_cni_config; then ctrd=1; fi
+  if fl_write_kubelet_config; then kubelet=1; fi
+  FL_CHANGED[$(fl_node_comp containerd)]=$ctrd
+  FL_CHANGED[$(fl_node_comp kubelet)]=$kubelet
 }

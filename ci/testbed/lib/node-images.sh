@@ -4,22 +4,22 @@
 # Sourced by ci/testbed/lib.sh only.
 
 # -------------------------------------------------- images on the node ------
-# Import every image under ci/testbed/images/ into the node's containerd (namespace k8s.io),
+# Import every image under ci/testbed/images/ into the selected node's containerd (namespace k8s.io),
 # unless the same build is already there.
 fl_import_images() {
   local dir tar ref marker
-  mkdir -p "$FL_LIB/images"
+  mkdir -p "$FL_NODE_IMAGES"
   for dir in "$FL_TESTBED_DIR"/images/*/; do
     dir=${dir%/}
     tar=$(fl_image_build "$dir")
     ref=$(fl_image_ref "$dir")
-    marker=$FL_LIB/images/$(basename "$dir").imported
+    marker=$FL_NODE_IMAGES/$(basename "$dir").imported
     if [ -f "$marker" ] && [ "$(cat "$marker")" = "$tar" ] &&
       [ -n "$(fl_ctr images ls -q "name==$ref" 2>/dev/null)" ]; then
       continue
     fi
-    log "importing $ref into the node's containerd"
-    fl_ctr images import - <"$tar" >/dev/null || die "importing $tar into the node's containerd failed"
+    log "importing $ref into the containerd of $FL_NODE"
+    fl_ctr images import - <"$tar" >/dev/null || die "importing $tar into the containerd of $FL_NODE failed"
     printf '%s\n' "$tar" >"$marker"
   done
 }
@@ -57,8 +57,13 @@ fl_install_cri_client() {
   if ! cmp -s "$src" "$FL_CRI_BIN"; then
     install -m 0755 "$src" "$FL_CRI_BIN.tmp" && mv -f "$FL_CRI_BIN.tmp" "$FL_CRI_BIN"
   fi
+  fl_check_cri_client
+}
+
+# The CRI client reaches the selected node's containerd.
+fl_check_cri_client() {
   "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CTRD_SOCK" version >/dev/null \
-    || die "$FL_CRI_BIN cannot reach containerd's CRI at $FL_CTRD_SOCK"
+    || die "$FL_CRI_BIN cannot reach the CRI of $FL_NODE's containerd at $FL_CTRD_SOCK"
 }
 
 # fl_faultlab_cri_arm64: the path of faultlab-cri for an arm64 node (the VM, ci/testbed/lib/vm.sh):
@@ -112,10 +117,31 @@ fl_write_node_package() {
 
 # -------------------------------------------------------- description -------
 # The description is written by `faultlab testbed describe` from these values: its shape lives in the
-# Rust types (harness/src/testbed.rs), the values here only.
+# Rust types (harness/src/testbed.rs), the values here only. Each of nodes 2..N is described first into
+# its own file (FL_NODE_DESCRIPTION), which node 1's description then lists after node 1
+# (--add-nodes-from): nodes in order, each with its own complete profile.
 fl_write_description() {
-  local bin dir
+  local bin k
   bin=$(fl_faultlab_bin faultlab)
+  local -a more=()
+  for ((k = 2; k <= FL_NODE_COUNT; k++)); do
+    fl_node_select "$k"
+    fl_describe_node_args "$FL_NODE_DESCRIPTION"
+    "$bin" testbed describe "${FL_DESCRIBE_ARGS[@]}" || die "describing node $FL_NODE ($FL_NODE_DESCRIPTION) failed"
+    more+=(--add-nodes-from "$FL_NODE_DESCRIPTION")
+  done
+  fl_node_select 1
+  fl_describe_node_args "$FL_DESCRIPTION"
+  mkdir -p "$(dirname "$FL_DESCRIPTION")"
+  "$bin" testbed describe "${FL_DESCRIBE_ARGS[@]}" "${more[@]}" \
+    || die "writing the test bed description $FL_DESCRIPTION failed"
+  chmod 0644 "$FL_DESCRIPTION"
+}
+
+# fl_describe_node_args <out>: into FL_DESCRIBE_ARGS, the arguments of `faultlab testbed describe` that
+# describe the selected node into <out>.
+fl_describe_node_args() {
+  local out=$1 dir
   local -a images=()
   for dir in "$FL_TESTBED_DIR"/images/*/; do
     images+=(--image "$(basename "$dir")=$(fl_image_ref "$dir")")
@@ -126,7 +152,7 @@ fl_write_description() {
   local node_script=$FL_TESTBED_DIR/node disk_device
   # A scenario's registry listens on the host's end of the node's link; for the VM, on the host's
   # loopback, which QEMU's user network gives the VM as its alias address.
-  local -a registry=(--registry-listen "$FL_HOST_IP" --registry-address "$FL_HOST_IP" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
+  local -a registry=(--registry-listen "$FL_LINK_HOST_IP" --registry-address "$FL_LINK_HOST_IP" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
   if [ "$FL_VM" = 1 ]; then
     registry=(--registry-listen 127.0.0.1 --registry-address "$FL_VM_HOST_ALIAS" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
     access=(--arch "$FL_NODE_ARCH" --ssh-destination root@127.0.0.1 --ssh-port "$FL_VM_SSH_PORT"
@@ -137,15 +163,15 @@ fl_write_description() {
   else
     disk_device=$(fl_disk_device)
   fi
-  mkdir -p "$(dirname "$FL_DESCRIPTION")"
-  "$bin" testbed describe --out "$FL_DESCRIPTION" \
-    --platform "k8s-1.20-containerd-1.6-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT" \
-    --node "$FL_NODE" "${access[@]}" --address "$FL_NODE_IP" --gateway "$FL_NODE_GATEWAY" --gateway-device "$FL_NODE_DEVICE" \
-    --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF" \
-    --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF" \
-    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" --cri-client "$FL_CRI_BIN" \
-    --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB" \
-    --node-package "$FL_NODE_PACKAGE" "${registry[@]}" --control-plane-script "$FL_TESTBED_DIR/control-plane" "${images[@]}" \
-    || die "writing the test bed description $FL_DESCRIPTION failed"
-  chmod 0644 "$FL_DESCRIPTION"
+  # Node 1's restart commands are `node restart kubelet`, as they always were; node K's name the node.
+  local -a node_arg=()
+  [ "$FL_NODE_INDEX" = 1 ] || node_arg=(--node-script-arg "$FL_NODE")
+  FL_DESCRIBE_ARGS=(--out "$out"
+    --platform "k8s-1.20-containerd-1.6-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT"
+    --node "$FL_NODE" "${access[@]}" --address "$FL_NODE_IP" --gateway "$FL_NODE_GATEWAY" --gateway-device "$FL_NODE_DEVICE"
+    --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF"
+    --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF"
+    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" "${node_arg[@]}" --cri-client "$FL_CRI_BIN"
+    --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB"
+    --node-package "$FL_NODE_PACKAGE" "${registry[@]}" --control-plane-script "$FL_TESTBED_DIR/control-plane" "${images[@]}")
 }

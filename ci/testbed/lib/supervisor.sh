@@ -13,25 +13,69 @@ FL_NODE_APISERVER_URL=https://$FL_APISERVER_ADVERTISE:$FL_APISERVER_PORT
 
 FL_CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 FL_NODE_COMPONENTS=(containerd kubelet)
-# What runs on this machine, in start order. With the node in a VM, the host runs the control plane
-# and the VM (containerd and the kubelet run in the VM, started over ssh); in the VM, the node's two.
-if [ "$FL_IN_VM" = 1 ]; then
-  FL_COMPONENTS=("${FL_NODE_COMPONENTS[@]}")
-elif [ "$FL_VM" = 1 ]; then
-  FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" vm)
-else
-  FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" "${FL_NODE_COMPONENTS[@]}")
-fi
+# A node's components are named by the node: node 1's `containerd` and `kubelet` (their PID files and
+# logs as they always were), node K's `containerd@faultlab-node-K` and `kubelet@faultlab-node-K`.
+# fl_node_comp BASE: the selected node's BASE component.
+fl_node_comp() { if [ "$FL_NODE_INDEX" = 1 ]; then echo "$1"; else echo "$1@$FL_NODE"; fi; }
+# fl_comp_node_index COMPONENT: the K of the node a node component belongs to.
+fl_comp_node_index() {
+  case $1 in
+    *@*) fl_node_index "${1#*@}" || die "unknown component $1" ;;
+    *) echo 1 ;;
+  esac
+}
+# fl_on_comp_node COMPONENT FUNCTION [ARGS...]: FUNCTION BASE [ARGS...] for the component's node, in
+# a subshell (the caller's selected node stays).
+fl_on_comp_node() {
+  local comp=$1 fn=$2 k
+  shift 2
+  k=$(fl_comp_node_index "$comp")
+  (
+    fl_node_select "$k"
+    "$fn" "${comp%%@*}" "$@"
+  )
+}
+
+# fl_components_list: what runs on this machine, in start order, into FL_COMPONENTS. With the node in a
+# VM, the host runs the control plane and the VM (containerd and the kubelet run in the VM, started over
+# ssh); in the VM, the node's two; else the control plane, then each node's two.
+fl_components_list() {
+  local k
+  if [ "$FL_IN_VM" = 1 ]; then
+    FL_COMPONENTS=("${FL_NODE_COMPONENTS[@]}")
+  elif [ "$FL_VM" = 1 ]; then
+    FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" vm)
+  else
+    FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}")
+    for ((k = 1; k <= FL_NODE_COUNT; k++)); do
+      if [ "$k" = 1 ]; then
+        FL_COMPONENTS+=("${FL_NODE_COMPONENTS[@]}")
+      else
+        FL_COMPONENTS+=("containerd@$(fl_node_name "$k")" "kubelet@$(fl_node_name "$k")")
+      fi
+    done
+  fi
+}
+fl_components_list
 
 # pgrep -f pattern that identifies each component's process (used to adopt or kill strays).
 fl_comp_pattern() {
   case $1 in
     etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
+    kube-apiserver | kube-controller-manager | kube-scheduler)
       echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
-    containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF" ;;
+    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
     vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
     *) die "unknown component $1" ;;
+  esac
+}
+
+# The selected node's containerd and kubelet, told apart by their configuration files (the first
+# argument of each, fl_start_containerd and fl_kubelet_flags).
+fl_node_comp_pattern() {
+  case $1 in
+    containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF( |\$)" ;;
+    kubelet) echo "^$FL_CACHE/k8s/[^ ]*/bin/kubelet --config=$FL_KUBELET_CONF " ;;
   esac
 }
 
@@ -225,14 +269,20 @@ fl_node_ready() {
   [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
+fl_node_comp_health() {
+  case $1 in
+    containerd) fl_health_containerd ;;
+    kubelet) fl_health_kubelet ;;
+  esac
+}
+
 fl_comp_health() {
   case $1 in
     etcd) fl_health_etcd ;;
     kube-apiserver) fl_health_apiserver ;;
     kube-controller-manager) fl_health_controller_manager ;;
     kube-scheduler) fl_health_scheduler ;;
-    containerd) fl_health_containerd ;;
-    kubelet) fl_health_kubelet ;;
+    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_health ;;
     vm) fl_health_vm ;;
   esac
 }

@@ -26,10 +26,12 @@ fl_umount_under() {
   [ -z "$(fl_mounts_under "$@")" ]
 }
 
-# PIDs of processes in the kubelet's pod cgroups (kubepods), in any v1 hierarchy or v2.
+# PIDs of processes in the kubelets' pod cgroups (kubepods: node 1's at the top, nodes 2..N's under their
+# cgroup roots /faultlab-node-K), in any v1 hierarchy or v2.
 fl_pod_pids() {
   local f
-  for f in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/unified/kubepods; do
+  for f in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/unified/kubepods \
+    /sys/fs/cgroup/*/faultlab-node-*/kubepods /sys/fs/cgroup/faultlab-node-*/kubepods; do
     if [ -d "$f" ]; then find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
   done | sort -un
 }
@@ -67,11 +69,36 @@ fl_new_idle_cni_netns() {
   return 0
 }
 
-# Remove the kubelet's cgroups (kubepods/...), deepest first.
+# Remove the kubelets' cgroups (kubepods/..., and nodes 2..N's cgroup roots), deepest first.
 fl_remove_cgroups() {
   local top
-  for top in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+  for top in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/faultlab-node-* /sys/fs/cgroup/faultlab-node-*; do
     [ -d "$top" ] || continue
     find "$top" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
+}
+
+# The number of nodes of the test bed here, also in a half state whose node-count file is gone: the
+# highest K of node K's traces (recorded count, network namespace, state directories, PID files, or a
+# process running with a node's files).
+fl_known_node_count() {
+  local n=1 k name
+  if [ -s "$FL_NODE_COUNT_FILE" ]; then n=$(cat "$FL_NODE_COUNT_FILE"); fi
+  while read -r name; do
+    k=$(fl_node_index "$name") || continue
+    [ "$k" -le "$FL_NODE_MAX" ] && [ "$k" -gt "$n" ] && n=$k
+  done < <(fl_node_traces)
+  echo "$n"
+}
+
+# Node names that something of the test bed's on this host names (one a line, repeats allowed).
+fl_node_traces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^faultlab-node(-[0-9]+)?$' || true
+  local d
+  for d in "$FL_LIB/nodes" "$FL_TB/nodes" "$FL_RUN/nodes" "$FL_MNTNS_DIR"; do
+    [ -d "$d" ] && ls -1 "$d"
+  done
+  if [ -d "$FL_PIDS" ]; then find "$FL_PIDS" -name '*@faultlab-node-*.pid' -printf '%f\n' | sed -e 's/^.*@//' -e 's/\.pid$//'; fi
+  pgrep -af -- "/nodes/faultlab-node-[0-9]+/" 2>/dev/null | grep -oE '/nodes/faultlab-node-[0-9]+/' | cut -d/ -f3 || true
+  return 0
 }

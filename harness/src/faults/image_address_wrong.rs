@@ -64,6 +64,10 @@ pub fn wrong_address(image: &str) -> String {
 #[async_trait]
 impl Fault for ImageAddressWrong {
     /// A registry on this machine, its settings on the node, and the run's Deployment.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(false)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

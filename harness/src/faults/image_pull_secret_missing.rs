@@ -57,6 +57,10 @@ impl Fault for ImagePullSecretMissing {
     /// It starts a registry on this machine (the host's, not the node's: it listens on an address of
     /// the kind network, or of the test bed's node link), writes the registry's CA and hosts.toml into
     /// the node's containerd settings, and edits a Deployment of the run's namespace.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(false)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

@@ -79,6 +79,10 @@ pub fn password_in(secret: &serde_json::Value, endpoint: &str) -> Option<String>
 impl Fault for ImagePullSecretWrong {
     /// As image-pull-secret-missing: a registry on this machine, its settings on the node, and objects
     /// of the run's namespace.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(false)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

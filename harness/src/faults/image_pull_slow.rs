@@ -107,6 +107,10 @@ fn registry_spec() -> Spec {
 #[async_trait]
 impl Fault for ImagePullSlow {
     /// A registry on this machine, its settings on the node, and the run's Deployment.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(true)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

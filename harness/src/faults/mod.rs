@@ -289,6 +289,20 @@ impl dyn Fault + '_ {
         }
     }
 
+    /// What a run of this fault holds while it runs, for `faultlab run --jobs` ([`crate::schedule`]):
+    /// its reach and its host ports (the cluster key is the platform's to say: kind's needs).
+    pub fn claim(&self) -> crate::schedule::Claim {
+        use crate::schedule::Scope;
+        let needs = self.needs();
+        let scope = match self.reach() {
+            Reach::Namespace => Scope::Namespace,
+            Reach::Node => Scope::Node,
+            Reach::Cluster => Scope::Cluster,
+            Reach::Host(_) => Scope::Host,
+        };
+        crate::schedule::Claim { scope, host_ports: needs.host_ports, cluster_key: String::new() }
+    }
+
     /// Does the fault act on more than its namespace (so one training session at a time per node)?
     pub fn touches_node(&self) -> bool {
         self.reach() != Reach::Namespace
@@ -358,6 +372,11 @@ macro_rules! faults {
             /// Apply the fix step named `step` (a name [`FaultSpec::fix_steps`] gives).
             pub async fn fix(&self, step: &str, ctx: &Ctx) -> Result<(), FaultError> {
                 match self { $(FaultSpec::$variant(f) => f.fix(steps::parse($name, step)?, ctx).await,)+ }
+            }
+
+            /// What this fault may change on `node`: its own footprint.
+            pub fn own_footprint(&self, node: &NodeProfile) -> Vec<Probe> {
+                match self { $(FaultSpec::$variant(_) => <$ty as Fault>::footprint(node),)+ }
             }
 
             /// What any fault may change on `node`: every fault's footprint, each title once.

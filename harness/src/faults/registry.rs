@@ -46,6 +46,34 @@ pub const USER: &str = "faultlab";
 /// The port on 127.0.0.1 where a registry behind nginx listens.
 pub const BACKEND_PORT: u16 = 5446;
 
+/// The lines of `ss -Htln` output whose listener takes `listen` (`address:port`): one on that address,
+/// or on every address (`0.0.0.0`, `*`, `[::]`). Another node's registry on the same port at its own
+/// address is not in the way.
+fn listeners_in_the_way(ss: &str, listen: &str) -> String {
+    let (addr, port) = listen.rsplit_once(':').unwrap_or(("", listen));
+    ss.lines()
+        .filter(|l| {
+            let Some(local) = l.split_whitespace().nth(3) else { return false };
+            let Some((a, p)) = local.rsplit_once(':') else { return false };
+            p == port && (a == addr || matches!(a, "0.0.0.0" | "*" | "[::]" | "::"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What a fault that serves its workload's image from a run's registry needs: the ports that registry
+/// and the private one listen on at the node's registry address, and with `proxy` (a registry behind
+/// nginx) the one the registry itself listens on at 127.0.0.1, for that run alone.
+pub fn needs(proxy: bool) -> crate::needs::Needs {
+    use crate::schedule::HostPort;
+    let on_node = |port| HostPort { port, on_node_address: true };
+    let mut host_ports = vec![on_node(RegistryProfile::PORT), on_node(RegistryProfile::PRIVATE_PORT)];
+    if proxy {
+        host_ports.push(HostPort { port: BACKEND_PORT, on_node_address: false });
+    }
+    crate::needs::Needs { host_ports, ..Default::default() }
+}
+
 /// Which of a run's registries, and how it behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spec {
@@ -420,7 +448,7 @@ impl Registry {
     async fn require_port_free(&self, ctx: &Ctx, listen: &str) -> Result<(), FaultError> {
         let port = listen.rsplit(':').next().unwrap_or_default();
         let out = ctx.run_on_host("check-registry-port", Cmd::new(["ss", "-Htlnp", &format!("sport = :{port}")])).await?;
-        let taken = out.stdout.trim();
+        let taken = listeners_in_the_way(&out.stdout, listen);
         if taken.is_empty() {
             return Ok(());
         }
@@ -861,6 +889,23 @@ mod tests {
             "{slow}"
         );
         assert!(!slow.contains("429"), "{slow}");
+    }
+
+    #[test]
+    fn a_run_holds_its_registries_ports_and_the_proxys_backend_only_behind_a_proxy() {
+        let ports = |proxy| needs(proxy).host_ports.iter().map(|p| (p.port, p.on_node_address)).collect::<Vec<_>>();
+        assert_eq!(ports(false), [(5443, true), (5444, true)]);
+        assert_eq!(ports(true), [(5443, true), (5444, true), (5446, false)]);
+    }
+
+    #[test]
+    fn only_a_listener_on_the_registrys_own_address_or_on_all_is_in_the_way() {
+        let ss = "LISTEN 0 4096 198.18.213.5:5443 0.0.0.0:* users:((\"nginx\",pid=9,fd=6))\nLISTEN 0 4096 127.0.0.1:5446 0.0.0.0:*";
+        assert_eq!(listeners_in_the_way(ss, "198.18.213.1:5443"), "", "another node's registry");
+        assert!(listeners_in_the_way(ss, "198.18.213.5:5443").contains("nginx"));
+        assert!(!listeners_in_the_way(ss, "127.0.0.1:5446").is_empty());
+        assert!(!listeners_in_the_way("LISTEN 0 128 0.0.0.0:5443 0.0.0.0:*", "198.18.213.1:5443").is_empty(), "all addresses");
+        assert!(!listeners_in_the_way("LISTEN 0 128 [::]:5443 [::]:*", "198.18.213.1:5443").is_empty());
     }
 
     #[test]

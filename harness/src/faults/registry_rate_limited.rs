@@ -52,6 +52,10 @@ fn public() -> Spec {
 #[async_trait]
 impl Fault for RegistryRateLimited {
     /// Registries on this machine, their settings on the node, and the run's Deployment.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(true)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

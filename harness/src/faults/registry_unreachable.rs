@@ -69,6 +69,10 @@ pub fn remove_rule(address: &str, port: u16) -> Cmd {
 impl Fault for RegistryUnreachable {
     /// Registries on this machine, their settings and an iptables rule in the node's own network
     /// namespace (on kind: the node container's), and the run's Deployment.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(false)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

@@ -111,6 +111,10 @@ impl Fault for RegistryX509 {
     /// A registry on this machine, its settings in the node's containerd, and (the fix) the node's CA
     /// store. On kind the store is the node container's; on the test bed, whose node shares this
     /// machine's files, it is this machine's, and the undo puts it back.
+    fn needs(&self) -> crate::needs::Needs {
+        registry::needs(false)
+    }
+
     fn reach(&self) -> Reach {
         Reach::Node
     }

@@ -1,0 +1,449 @@
+//! Which scenarios run at the same time, and where: `faultlab run --jobs N`.
+//!
+//! Each scenario claims what its fault reaches ([`Scope`]) and the host ports its helpers listen on
+//! (a run's registry). The places are the nodes of one shared cluster (the test bed: every scenario on
+//! the same cluster, each on a node) or clusters of their own (kind: a place is a slot for one cluster,
+//! one scenario at a time on it). The rules:
+//! - a namespace-only scenario runs beside anything, on a node no node-wide scenario is breaking;
+//! - a node-wide scenario has a node to itself;
+//! - a cluster-wide scenario runs alone on a shared cluster, and beside others on a cluster of its own;
+//! - a host-wide scenario (one limit of the kernel every node shares) runs alone, everywhere;
+//! - two scenarios that listen on the same host port never run at once, unless each listens on its own
+//!   node's registry address and those differ (the test bed's nodes each have one);
+//! - scenarios start in the order given, except that one waiting for a place or a port lets those after
+//!   it go first; one that must run alone waits for the others to end, and nothing after it starts
+//!   before it has (so it is never starved).
+//!
+//! Pure data: no cluster, no clock. The runner asks [`Scheduler::next`] what to start whenever one ends.
+
+/// How far a scenario's fault reaches (the fault's `Reach`, as the scheduler needs it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Namespace,
+    Node,
+    Cluster,
+    Host,
+}
+
+/// A port of this machine a scenario's helper listens on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostPort {
+    pub port: u16,
+    /// On the address of the scenario's node's registry (the host's end of that node's link), not on
+    /// one address for all (127.0.0.1).
+    pub on_node_address: bool,
+}
+
+/// What a scenario holds while it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub scope: Scope,
+    /// Ports of this machine its helpers listen on.
+    pub host_ports: Vec<HostPort>,
+    /// On clusters of their own: scenarios with the same key can use one cluster one after another
+    /// (kind's needs); the scheduler gives a free slot the scenario that needs no new cluster first.
+    pub cluster_key: String,
+}
+
+/// A node of a shared cluster, as the scheduler knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePlace {
+    pub name: String,
+    /// The host address its registries listen on, if it has one.
+    pub registry_address: Option<String>,
+}
+
+impl NodePlace {
+    pub fn named(name: &str) -> NodePlace {
+        NodePlace { name: name.into(), registry_address: None }
+    }
+}
+
+/// Where scenarios run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Places {
+    /// The nodes of one shared cluster.
+    Nodes(Vec<NodePlace>),
+    /// This many clusters of their own, at once.
+    Clusters(usize),
+}
+
+/// Start the `pending`-th waiting scenario on `place` (an index into the nodes, or a cluster slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub pending: usize,
+    pub place: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Running {
+    id: usize,
+    place: usize,
+    claim: Claim,
+}
+
+/// The scenarios running now, and on a cluster slot the key of the cluster it last had.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    places: Places,
+    jobs: usize,
+    running: Vec<Running>,
+    last_key: Vec<Option<String>>,
+}
+
+impl Scheduler {
+    /// At most `jobs` (at least 1) at once; on clusters of their own, as many slots as jobs.
+    pub fn new(places: Places, jobs: usize) -> Scheduler {
+        let jobs = jobs.max(1);
+        let places = match places {
+            Places::Clusters(_) => Places::Clusters(jobs),
+            Places::Nodes(n) if n.is_empty() => Places::Nodes(vec![NodePlace::named("")]),
+            nodes => nodes,
+        };
+        let count = match &places {
+            Places::Nodes(n) => n.len(),
+            Places::Clusters(c) => *c,
+        };
+        Scheduler { places, jobs, running: Vec::new(), last_key: vec![None; count] }
+    }
+
+    /// The node named by `place` (shared cluster), if the places are nodes.
+    pub fn node(&self, place: usize) -> Option<&str> {
+        match &self.places {
+            Places::Nodes(n) => n.get(place).map(|p| p.name.as_str()),
+            Places::Clusters(_) => None,
+        }
+    }
+
+    /// Whether `claim` must run with nothing beside it.
+    fn alone(&self, claim: &Claim) -> bool {
+        match claim.scope {
+            Scope::Host => true,
+            Scope::Cluster => matches!(self.places, Places::Nodes(_)),
+            Scope::Namespace | Scope::Node => false,
+        }
+    }
+
+    fn busy(&self, place: usize) -> impl Iterator<Item = &Running> {
+        self.running.iter().filter(move |r| r.place == place)
+    }
+
+    /// The places `claim` may start on now (the alone rule aside), the best first.
+    fn place_for(&self, claim: &Claim) -> Option<usize> {
+        let count = self.last_key.len();
+        let mut order: Vec<usize> = match (&self.places, claim.scope) {
+            (Places::Nodes(_), Scope::Namespace) => {
+                let mut ok: Vec<usize> = (0..count).filter(|&p| self.busy(p).all(|r| r.claim.scope == Scope::Namespace)).collect();
+                ok.sort_by_key(|&p| self.busy(p).count());
+                ok
+            }
+            (Places::Nodes(_), _) => (0..count).filter(|&p| self.busy(p).next().is_none()).collect(),
+            (Places::Clusters(_), _) => {
+                // The slot whose cluster it can use as it is, then one with no cluster yet, then any.
+                let mut free: Vec<usize> = (0..count).filter(|&p| self.busy(p).next().is_none()).collect();
+                free.sort_by_key(|&p| match self.last_key[p].as_deref() {
+                    Some(k) if k == claim.cluster_key => 0,
+                    None => 1,
+                    Some(_) => 2,
+                });
+                free
+            }
+        };
+        order.retain(|&p| self.ports_free(claim, p));
+        order.first().copied()
+    }
+
+    /// The host address a port on the node's address is at, for `place`.
+    fn address(&self, place: usize) -> Option<&str> {
+        match &self.places {
+            Places::Nodes(n) => n.get(place).and_then(|p| p.registry_address.as_deref()),
+            Places::Clusters(_) => None,
+        }
+    }
+
+    /// Whether `claim` on `place` listens on no port a running scenario listens on.
+    fn ports_free(&self, claim: &Claim, place: usize) -> bool {
+        !self.running.iter().any(|r| {
+            claim.host_ports.iter().any(|a| {
+                r.claim.host_ports.iter().any(|b| {
+                    let apart = a.on_node_address && b.on_node_address && matches!((self.address(place), self.address(r.place)), (Some(x), Some(y)) if x != y);
+                    a.port == b.port && !apart
+                })
+            })
+        })
+    }
+
+    /// What to start now of `pending` (in their order), if anything may start.
+    pub fn next(&self, pending: &[&Claim]) -> Option<Start> {
+        if pending.is_empty() || self.running.len() >= self.jobs || self.running.iter().any(|r| self.alone(&r.claim)) {
+            return None;
+        }
+        // Up to the first one that must run alone: a barrier for those after it.
+        let end = pending.iter().position(|c| self.alone(c)).unwrap_or(pending.len());
+        if end == 0 {
+            return match self.running.is_empty() {
+                true => self.place_for(pending[0]).map(|place| Start { pending: 0, place }),
+                false => None,
+            };
+        }
+        let startable = |i: usize| -> Option<Start> { self.place_for(pending[i]).map(|place| Start { pending: i, place }) };
+        if let Places::Clusters(_) = self.places {
+            // First, one that can use a free slot's cluster as it is.
+            let reuse = (0..end).find_map(|i| startable(i).filter(|s| self.last_key[s.place].as_deref() == Some(pending[i].cluster_key.as_str())));
+            if reuse.is_some() {
+                return reuse;
+            }
+        }
+        (0..end).find_map(startable)
+    }
+
+    /// `id` starts on `place` with `claim`.
+    pub fn start(&mut self, id: usize, place: usize, claim: Claim) {
+        if let Some(k) = self.last_key.get_mut(place) {
+            *k = Some(claim.cluster_key.clone());
+        }
+        self.running.push(Running { id, place, claim });
+    }
+
+    /// `id` has ended.
+    pub fn finish(&mut self, id: usize) {
+        self.running.retain(|r| r.id != id);
+    }
+
+    /// The ids running now.
+    pub fn running(&self) -> Vec<usize> {
+        self.running.iter().map(|r| r.id).collect()
+    }
+}
+
+/// A [`Scheduler`] for threads that each run one scenario (the test harness's trials): a thread asks
+/// for a place with [`Slots::acquire`], which blocks until the rules let it start, and gives it back by
+/// dropping the [`Lease`]. Waiting threads are taken in the order they asked.
+pub struct Slots {
+    state: std::sync::Mutex<(Scheduler, Vec<(usize, Claim)>)>,
+    changed: std::sync::Condvar,
+}
+
+/// A place held; dropped, it is free again.
+pub struct Lease<'a> {
+    slots: &'a Slots,
+    id: usize,
+    /// The node (a shared cluster's), if the places are nodes and it has a name.
+    pub node: Option<String>,
+    /// The ids that were running when this one started.
+    pub beside: Vec<usize>,
+}
+
+impl Slots {
+    pub fn new(scheduler: Scheduler) -> Slots {
+        Slots { state: std::sync::Mutex::new((scheduler, Vec::new())), changed: std::sync::Condvar::new() }
+    }
+
+    /// Wait until `id` may start with `claim`; `id` is unique among the callers.
+    pub fn acquire(&self, id: usize, claim: Claim) -> Lease<'_> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1.push((id, claim));
+        loop {
+            let (sched, waiting) = &mut *state;
+            let claims: Vec<&Claim> = waiting.iter().map(|(_, c)| c).collect();
+            if let Some(start) = sched.next(&claims) {
+                if waiting[start.pending].0 == id {
+                    let (_, claim) = waiting.remove(start.pending);
+                    let beside = sched.running();
+                    sched.start(id, start.place, claim);
+                    let node = sched.node(start.place).filter(|n| !n.is_empty()).map(String::from);
+                    // Another waiting thread may be able to start too.
+                    self.changed.notify_all();
+                    return Lease { slots: self, id, node, beside };
+                }
+                // Someone else's turn: let them see it.
+                self.changed.notify_all();
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut state = self.slots.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0.finish(self.id);
+        self.slots.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(scope: Scope) -> Claim {
+        Claim { scope, host_ports: vec![], cluster_key: "default".into() }
+    }
+
+    fn nodes(n: usize) -> Places {
+        Places::Nodes((1..=n).map(|i| NodePlace::named(&format!("node-{i}"))).collect())
+    }
+
+    /// Start everything startable now, in order, as the runner does; the (pending index, place) pairs.
+    fn fill(s: &mut Scheduler, pending: &mut Vec<(usize, Claim)>) -> Vec<(usize, usize)> {
+        let mut started = vec![];
+        loop {
+            let claims: Vec<&Claim> = pending.iter().map(|(_, c)| c).collect();
+            let Some(start) = s.next(&claims) else { break };
+            let (id, c) = pending.remove(start.pending);
+            s.start(id, start.place, c);
+            started.push((id, start.place));
+        }
+        started
+    }
+
+    #[test]
+    fn node_wide_scenarios_each_get_a_node_and_wait_for_one() {
+        let mut s = Scheduler::new(nodes(2), 4);
+        let mut pending: Vec<(usize, Claim)> = (0..3).map(|i| (i, claim(Scope::Node))).collect();
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 1)], "the freed node");
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn namespace_scenarios_share_nodes_no_node_wide_scenario_breaks() {
+        let mut s = Scheduler::new(nodes(2), 8);
+        let mut pending = vec![(0, claim(Scope::Node)), (1, claim(Scope::Namespace)), (2, claim(Scope::Namespace)), (3, claim(Scope::Node))];
+        // The node-wide one takes node 0; both namespace ones go to node 1; the last node-wide one waits.
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1), (2, 1)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 0)]);
+    }
+
+    #[test]
+    fn on_one_node_only_namespace_scenarios_run_side_by_side() {
+        let mut s = Scheduler::new(nodes(1), 4);
+        let mut pending = vec![(0, claim(Scope::Namespace)), (1, claim(Scope::Node)), (2, claim(Scope::Namespace))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (2, 0)], "the node-wide one waits; the one after it may go first");
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), []);
+        s.finish(2);
+        assert_eq!(fill(&mut s, &mut pending), [(1, 0)]);
+    }
+
+    #[test]
+    fn cluster_and_host_wide_scenarios_run_alone_and_are_not_overtaken() {
+        let mut s = Scheduler::new(nodes(3), 3);
+        let mut pending = vec![(0, claim(Scope::Node)), (1, claim(Scope::Cluster)), (2, claim(Scope::Namespace))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)], "nothing passes the one that must run alone");
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(1, 0)]);
+        assert_eq!(fill(&mut s, &mut pending), [], "nothing beside it");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 0)]);
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![(0, claim(Scope::Cluster)), (1, claim(Scope::Cluster)), (2, claim(Scope::Host)), (3, claim(Scope::Node))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)], "cluster-wide on clusters of their own run side by side");
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [], "host-wide waits for every cluster");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 0)]);
+        assert_eq!(fill(&mut s, &mut pending), []);
+    }
+
+    fn registry(i: usize, proxy: bool) -> (usize, Claim) {
+        let mut host_ports = vec![HostPort { port: 5443, on_node_address: true }];
+        if proxy {
+            host_ports.push(HostPort { port: 5446, on_node_address: false });
+        }
+        (i, Claim { scope: Scope::Node, host_ports, cluster_key: "default".into() })
+    }
+
+    #[test]
+    fn scenarios_on_the_same_host_port_never_overlap() {
+        // Nodes without registry addresses of their own: one registry at a time.
+        let mut s = Scheduler::new(nodes(3), 3);
+        let mut pending = vec![registry(0, false), registry(1, false), (2, claim(Scope::Node))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (2, 1)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(1, 0)]);
+        // Clusters of their own (kind's share the Docker network's gateway): the same.
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![registry(0, false), registry(1, false)];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)]);
+    }
+
+    #[test]
+    fn registries_on_each_nodes_own_address_run_side_by_side_but_not_on_one_address() {
+        let at = |name: &str, addr: &str| NodePlace { name: name.into(), registry_address: Some(addr.into()) };
+        let mut s = Scheduler::new(Places::Nodes(vec![at("a", "198.18.213.1"), at("b", "198.18.213.5"), at("c", "198.18.213.9")]), 3);
+        let mut pending = vec![registry(0, true), registry(1, false), registry(2, true)];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)], "5443 on two addresses; the second proxy (5446 on 127.0.0.1) waits");
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 0)]);
+        let mut s = Scheduler::new(Places::Nodes(vec![at("a", "127.0.0.1"), at("b", "127.0.0.1")]), 2);
+        let mut pending = vec![registry(0, false), registry(1, false)];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)], "one address for both nodes: one registry at a time");
+    }
+
+    #[test]
+    fn jobs_caps_how_many_run_at_once() {
+        let mut s = Scheduler::new(nodes(4), 2);
+        let mut pending: Vec<(usize, Claim)> = (0..4).map(|i| (i, claim(Scope::Namespace))).collect();
+        assert_eq!(fill(&mut s, &mut pending).len(), 2);
+        let mut s = Scheduler::new(nodes(4), 1);
+        let mut pending: Vec<(usize, Claim)> = (0..4).map(|i| (i, claim(Scope::Namespace))).collect();
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)], "--jobs 1: one after the other");
+    }
+
+    #[test]
+    fn a_free_cluster_slot_takes_a_scenario_its_cluster_serves_first() {
+        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], cluster_key: key.into() });
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![keyed(0, "a"), keyed(1, "b"), keyed(2, "b"), keyed(3, "a")];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 0)], "slot 0 has cluster a: the a scenario, though b's is first");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 1)]);
+        assert_eq!(s.running(), [3, 2]);
+    }
+
+    #[test]
+    fn threads_wait_their_turn_and_never_break_a_node_together() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let slots = Slots::new(Scheduler::new(nodes(2), 3));
+        let on_node = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let alone_ok = AtomicUsize::new(1);
+        let running = AtomicUsize::new(0);
+        let scopes = [Scope::Node, Scope::Node, Scope::Namespace, Scope::Cluster, Scope::Node, Scope::Namespace, Scope::Node];
+        std::thread::scope(|t| {
+            for (id, scope) in scopes.into_iter().enumerate() {
+                let (slots, on_node, alone_ok, running) = (&slots, &on_node, &alone_ok, &running);
+                t.spawn(move || {
+                    let lease = slots.acquire(id, claim(scope));
+                    let place = if lease.node.as_deref() == Some("node-2") { 1 } else { 0 };
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    if scope == Scope::Cluster && now != 1 {
+                        alone_ok.store(0, Ordering::SeqCst);
+                    }
+                    if scope == Scope::Node && on_node[place].fetch_add(1, Ordering::SeqCst) != 0 {
+                        alone_ok.store(0, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    if scope == Scope::Node {
+                        on_node[place].fetch_sub(1, Ordering::SeqCst);
+                    }
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    drop(lease);
+                });
+            }
+        });
+        assert_eq!(alone_ok.load(Ordering::SeqCst), 1, "a node broken by two at once, or the cluster-wide one not alone");
+        assert_eq!(slots.state.lock().unwrap().0.running(), Vec::<usize>::new(), "every lease given back");
+    }
+
+    #[test]
+    fn nodes_are_named_by_place() {
+        let s = Scheduler::new(nodes(2), 2);
+        assert_eq!(s.node(1), Some("node-2"));
+        assert_eq!(Scheduler::new(Places::Clusters(3), 2).node(0), None);
+    }
+}
