@@ -552,7 +552,7 @@ async fn main() -> Result<()> {
                         hold,
                         allow_host_wide,
                         expectations: cli.expectations.clone(),
-                        node: sched.node(start.place).filter(|n| !n.is_empty()).map(String::from),
+                        node: sched.node(start.place).map(String::from),
                     };
                     let mut pool = if sharing { pools[start.place].take() } else { None };
                     let rec = Recorder::default();

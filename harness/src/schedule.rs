@@ -107,10 +107,11 @@ impl Scheduler {
         Scheduler { places, jobs, running: Vec::new(), last_key: vec![None; count] }
     }
 
-    /// The node named by `place` (shared cluster), if the places are nodes.
+    /// The node named by `place` (shared cluster), if the places are nodes and it has a name (a
+    /// description that could not be read gives one place of no name).
     pub fn node(&self, place: usize) -> Option<&str> {
         match &self.places {
-            Places::Nodes(n) => n.get(place).map(|p| p.name.as_str()),
+            Places::Nodes(n) => n.get(place).map(|p| p.name.as_str()).filter(|n| !n.is_empty()),
             Places::Clusters(_) => None,
         }
     }
@@ -251,7 +252,7 @@ impl Slots {
                     let (_, claim) = waiting.remove(start.pending);
                     let beside = sched.running();
                     sched.start(id, start.place, claim);
-                    let node = sched.node(start.place).filter(|n| !n.is_empty()).map(String::from);
+                    let node = sched.node(start.place).map(String::from);
                     // Another waiting thread may be able to start too.
                     self.changed.notify_all();
                     return Lease { slots: self, id, node, beside };
