@@ -47,6 +47,9 @@ pub struct Seen {
     pub message: String,
     pub source: String,
     pub at: Instant,
+    /// How many occurrences this sighting stands for: the rise of the event's count since it was last
+    /// seen (1 for a new event or one repeat).
+    pub occurrences: u32,
 }
 
 /// An event as snapshot: normalised.
@@ -152,7 +155,8 @@ impl EventLog {
                     };
                     let uid = event.metadata.uid.clone().unwrap_or_default();
                     let count = occurrences(&event);
-                    if baseline.get(&uid).is_some_and(|c| *c >= count) {
+                    let before = baseline.get(&uid).copied().unwrap_or(0);
+                    if before >= count {
                         continue;
                     }
                     baseline.insert(uid, count);
@@ -169,6 +173,7 @@ impl EventLog {
                             .or(event.reporting_component.clone())
                             .unwrap_or_default(),
                         at: Instant::now(),
+                        occurrences: u32::try_from(count - before).unwrap_or(1),
                     };
                     let mut g = seen.lock().unwrap();
                     g.push(s);
@@ -390,6 +395,64 @@ impl Normaliser {
         }
         by_key.into_values().map(|(_, n)| n).collect()
     }
+
+    /// [`withheld`], with objects named as snapshots name them.
+    pub fn withheld(&self, seen: &[Seen]) -> Vec<Withheld> {
+        let mut out: Vec<Withheld> =
+            withheld(seen).into_iter().map(|(source, kind, name, sent)| Withheld { object: format!("{kind}/{}", self.text(&name)), source, sent }).collect();
+        out.sort();
+        out.dedup_by(|a, b| a.object == b.object && a.source == b.source);
+        out
+    }
+}
+
+/// How many events one source may send about one object before client-go's event recorder holds
+/// back the rest (tools/record/events_cache.go in Kubernetes 1.20: `defaultSpamBurst`), and how
+/// often it gets one more (`defaultSpamQPS`, one every 5 minutes). The kubelet, the controller
+/// manager and every other core/v1 recorder drop an event silently when the object has no token
+/// left; each event it does send (a new one, or a repeat's count patched) takes one. The recorder
+/// counts the repeats it held back all the same, so the next repeat it sends jumps its count.
+/// Seen on the test bed (2026-11-26): a pod in ImagePullBackOff stopped getting events once its
+/// Pulling, Failed and BackOff counts summed to 25 (04:16), while the kubelet kept pulling; five
+/// minutes after the first, `Error: ImagePullBackOff` went from 6 to 21 in one write.
+pub const SPAM_BURST: f64 = 25.0;
+pub const SPAM_REFILL: Duration = Duration::from_secs(300);
+
+/// An object whose events a source may have held back during the run (see [`SPAM_BURST`]). Names
+/// the object as snapshots do.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Withheld {
+    pub object: String,
+    pub source: String,
+    /// The events (creations and count patches) the run saw that source send about it.
+    pub sent: u32,
+}
+
+/// The (source, kind, name, events sent) whose events were held back, as far as the sightings
+/// tell: each one's token bucket is replayed from the times faultlab saw the events, full at the
+/// first, one token per event sent, refilled at the recorder's rate. A bucket that fell below one
+/// token could not send the next event until it refilled; a count that rose by more than one
+/// between two sightings shows repeats held back.
+pub fn withheld(seen: &[Seen]) -> Vec<(String, String, String, u32)> {
+    let mut ordered: Vec<&Seen> = seen.iter().collect();
+    ordered.sort_by_key(|s| s.at);
+    struct Bucket {
+        tokens: f64,
+        last: Instant,
+        sent: u32,
+        held_back: bool,
+    }
+    let mut buckets: BTreeMap<(String, String, String), Bucket> = BTreeMap::new();
+    for s in ordered {
+        let key = (s.source.clone(), s.kind.clone(), s.name.clone());
+        let b = buckets.entry(key).or_insert(Bucket { tokens: SPAM_BURST, last: s.at, sent: 0, held_back: false });
+        let refill = s.at.saturating_duration_since(b.last).as_secs_f64() / SPAM_REFILL.as_secs_f64();
+        b.tokens = ((b.tokens + refill).min(SPAM_BURST) - 1.0).max(0.0);
+        b.last = s.at;
+        b.sent += 1;
+        b.held_back |= b.tokens < 1.0 || s.occurrences > 1;
+    }
+    buckets.into_iter().filter(|(_, b)| b.held_back).map(|((source, kind, name), b)| (source, kind, name, b.sent)).collect()
 }
 
 /// Events no scenario is about, which the kubelet sends now and then whatever the fault, and which it
@@ -410,6 +473,11 @@ pub const TRANSIENT: &[(&str, &str)] = &[
     // just bound, to its node; the next try mounts it. Seen on the 3-node test bed (storageclass-missing,
     // the pod bound as soon as its claim was), 2026-11-26.
     ("FailedMount", "no relationship found between node"),
+    // The container's process had exited and its shim was closing as the kubelet's kill reached it
+    // (containerd's shim API over ttrpc); the kubelet kills the pod again and the next try finds it
+    // stopped. Seen on the emulated arm64 node in CI (image-pull-secret-missing's teardown, 2026-11-26),
+    // where a busy node widens the window.
+    ("FailedKillPod", "ttrpc: closed"),
 ];
 
 fn is_transient(s: &Seen) -> bool {
@@ -446,7 +514,37 @@ mod tests {
     }
 
     fn seen(kind: &str, name: &str, reason: &str, message: &str, at: Instant) -> Seen {
-        Seen { kind: kind.into(), name: name.into(), type_: "Warning".into(), reason: reason.into(), message: message.into(), source: "kubelet".into(), at }
+        Seen { kind: kind.into(), name: name.into(), type_: "Warning".into(), reason: reason.into(), message: message.into(), source: "kubelet".into(), at, occurrences: 1 }
+    }
+
+    #[test]
+    fn an_object_whose_25_events_came_at_once_may_have_had_more_held_back() {
+        let t = Instant::now();
+        let n = Normaliser::new("fl-x", "node");
+        let at = |s: u64| t + Duration::from_secs(s);
+        let pod = "web-7d9f8b6c4d-x2x4z";
+        // 24 events sent within a minute: the bucket still has a token.
+        let mut seen: Vec<Seen> = (0..24).map(|i| tests::seen("Pod", pod, "BackOff", "Back-off", at(i * 2))).collect();
+        assert!(n.withheld(&seen).is_empty());
+        // The 25th: now it has none.
+        seen.push(tests::seen("Pod", pod, "Failed", "Error: ImagePullBackOff", at(60)));
+        assert_eq!(n.withheld(&seen), vec![Withheld { object: "Pod/web-<hash>-<id>".into(), source: "kubelet".into(), sent: 25 }]);
+        // The same 25 spread over two hours: one token back every 5 minutes keeps it from running out.
+        let slow: Vec<Seen> = (0..25).map(|i| tests::seen("Pod", pod, "BackOff", "Back-off", at(i * 300))).collect();
+        assert!(n.withheld(&slow).is_empty());
+        // Budgets are per source and object: 13 about each of two pods is no one's 25.
+        let two: Vec<Seen> = (0..26).map(|i| tests::seen("Pod", if i % 2 == 0 { "a" } else { "b" }, "BackOff", "Back-off", at(i))).collect();
+        assert!(n.withheld(&two).is_empty());
+        // A repeat whose count jumped (6 to 21, as on the test bed) shows repeats held back.
+        let jumped = vec![tests::seen("Pod", pod, "Failed", "Error: ImagePullBackOff", at(0)), Seen { occurrences: 15, ..tests::seen("Pod", pod, "Failed", "Error: ImagePullBackOff", at(300)) }];
+        assert_eq!(n.withheld(&jumped), vec![Withheld { object: "Pod/web-<hash>-<id>".into(), source: "kubelet".into(), sent: 2 }]);
+    }
+
+    #[test]
+    fn a_kill_that_met_a_closing_shim_is_transient() {
+        let n = Normaliser::new("fl-x", "node");
+        let kill = tests::seen("Pod", "web-0", "FailedKillPod", r#"error killing pod: failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = Unknown desc = failed to kill container \"0123\": ttrpc: closed: unknown""#, Instant::now());
+        assert!(n.events(&[kill], &[], &[]).is_empty());
     }
 
     #[test]

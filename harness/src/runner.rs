@@ -439,6 +439,13 @@ impl Run {
         events
     }
 
+    /// The objects whose events their source may have held back during the run (its event recorder's
+    /// spam filter), named as snapshots name them.
+    pub fn withheld_events(&self) -> Vec<events::Withheld> {
+        let seen = self.events.as_ref().map(|l| l.seen()).unwrap_or_default();
+        Normaliser::new(&self.namespace, self.ctx.node.name()).withheld(&seen)
+    }
+
     /// When things happened, in seconds from the run's start: the phases, every event the watch saw,
     /// every wait, the target pods' states (empty before the run started).
     pub fn timeline(&self) -> Timeline {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::events::Normalised;
+use crate::events::{Normalised, Withheld};
 
 /// What the snapshot comparison found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -170,18 +170,41 @@ impl Store {
     /// the events are written to `<scenario>.snap.new` for review; on a match a stale `.snap.new` is
     /// removed. The `.snap` itself is never written here.
     pub fn check(&self, platform: &str, scenario: &str, events: &[Normalised]) -> SnapshotResult {
+        self.check_held_back(platform, scenario, events, &[]).0
+    }
+
+    /// [`Store::check`], where the events `withheld` names may have been held back by their source's
+    /// event recorder (its spam filter: [`crate::events::SPAM_BURST`]). A snapshot whose only
+    /// difference is such events missing matches, with a note naming them and why.
+    pub fn check_held_back(&self, platform: &str, scenario: &str, events: &[Normalised], withheld: &[Withheld]) -> (SnapshotResult, Option<String>) {
         let snap = self.path(platform, scenario);
         let new = self.new_path(platform, scenario);
         let stored = match std::fs::read_to_string(&snap) {
             Ok(text) => Some(stored_events(&text).ok_or(())),
             // Not there (a file where the platform's directory should be: writing will say so).
             Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => None,
-            Err(e) => return SnapshotResult::Mismatched(format!("cannot read the reviewed snapshot {}: {e}", snap.display())),
+            Err(e) => return (SnapshotResult::Mismatched(format!("cannot read the reviewed snapshot {}: {e}", snap.display())), None),
         };
         if let Some(Ok(stored)) = &stored {
             if stored == events {
                 let _ = std::fs::remove_file(&new);
-                return SnapshotResult::Matched;
+                return (SnapshotResult::Matched, None);
+            }
+            let (missing, unexpected) = difference(stored, events);
+            let held = |e: &Normalised| withheld.iter().find(|w| w.object == e.object && w.source == e.source);
+            if unexpected.is_empty() && !missing.is_empty() && missing.iter().all(|e| held(e).is_some()) {
+                let _ = std::fs::remove_file(&new);
+                let mut note = format!(
+                    "the events of {scenario} on {platform} match the reviewed snapshot but for {} event(s) their source held back: client-go's event recorder sends at most {} events about one object, then one every {} s, and this run saw them used up",
+                    missing.len(),
+                    crate::events::SPAM_BURST,
+                    crate::events::SPAM_REFILL.as_secs()
+                );
+                for e in missing {
+                    let w = held(e).expect("checked above");
+                    note.push_str(&format!("\n    held back:  {} ({} sent about it by {} in the run)", one_line(e), w.sent, w.source));
+                }
+                return (SnapshotResult::Matched, Some(note));
             }
         }
         let written = write_snapshot(&new, scenario, platform, events);
@@ -219,7 +242,7 @@ impl Store {
                 text
             }
         };
-        SnapshotResult::Mismatched(paragraph)
+        (SnapshotResult::Mismatched(paragraph), None)
     }
 
     /// The snapshots waiting for review (`*.snap.new` under every platform), sorted.
@@ -699,6 +722,33 @@ mod tests {
         // A stale .snap.new goes once the events match again.
         assert_eq!(s.check("p", "web", &old), SnapshotResult::Matched);
         assert!(!s.new_path("p", "web").exists());
+    }
+
+    #[test]
+    fn events_their_source_held_back_are_a_note_and_nothing_else_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let old = vec![ev("BackOff", "Back-off pulling image"), ev("Pulled", "Successfully pulled"), ev("Started", "Started container app")];
+        std::fs::create_dir_all(s.dir.join("p")).unwrap();
+        std::fs::write(s.path("p", "web"), file_text("web", "p", &old)).unwrap();
+        let held = [Withheld { object: "Pod/web-<id>".into(), source: "kubelet".into(), sent: 25 }];
+        let short = vec![ev("BackOff", "Back-off pulling image")];
+        let (result, note) = s.check_held_back("p", "web", &short, &held);
+        assert_eq!(result, SnapshotResult::Matched);
+        let note = note.expect("a note");
+        assert!(note.contains("but for 2 event(s) their source held back"), "{note}");
+        assert!(note.contains("held back:  Pod/web-<id> Normal Pulled (kubelet): Successfully pulled (25 sent about it by kubelet in the run)"), "{note}");
+        assert!(!s.new_path("p", "web").exists());
+        // Another object's budget, or another source's, excuses nothing.
+        let other = [Withheld { object: "Pod/db-<id>".into(), source: "kubelet".into(), sent: 25 }];
+        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Mismatched(_), None)));
+        let other = [Withheld { object: "Pod/web-<id>".into(), source: "default-scheduler".into(), sent: 25 }];
+        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Mismatched(_), None)));
+        // An unexpected event is a difference whatever was held back.
+        let extra = vec![ev("BackOff", "Back-off pulling image"), ev("Failed", "x509")];
+        assert!(matches!(s.check_held_back("p", "web", &extra, &held), (SnapshotResult::Mismatched(_), None)));
+        // Equal is equal, without a note.
+        assert_eq!(s.check_held_back("p", "web", &old, &held), (SnapshotResult::Matched, None));
     }
 
     #[test]

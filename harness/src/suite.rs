@@ -638,11 +638,14 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     }
     report.timings = run.timings.clone();
     report.events = run.normalised_events();
+    let withheld = run.withheld_events();
     report.timeline = run.timeline();
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
     match outcome.result {
         Ok(()) => {
-            report.snapshot = store.check(&report.platform, scenario.name(), &report.events);
+            let (snapshot, note) = store.check_held_back(&report.platform, scenario.name(), &report.events, &withheld);
+            report.snapshot = snapshot;
+            report.notes.extend(note);
             report.status = match (&report.snapshot, report.teardown_errors.is_empty()) {
                 (SnapshotResult::Matched, true) => Status::Passed,
                 (SnapshotResult::Mismatched(d), _) => {

@@ -77,3 +77,20 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     let out = Command::new("python3").arg(script()).arg("--failures").arg(&path).output().unwrap();
     assert!(out.status.success() && out.stdout.is_empty());
 }
+
+#[test]
+fn a_report_that_is_not_there_or_not_json_is_named_without_a_traceback() {
+    let dir = tempfile::tempdir().unwrap();
+    let present = dir.path().join("suite.json");
+    std::fs::write(&present, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken")] }.json()).unwrap();
+    let absent = dir.path().join("suite-sequential.json");
+    let out = Command::new("python3").arg(script()).arg("--walls").arg(&absent).arg(&present).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err, format!("ci/phase-table: cannot read the report {}: No such file or directory\n", absent.display()));
+    std::fs::write(&absent, "{\n  \"wall_seconds\": 1,\n  oops\n}").unwrap();
+    let out = Command::new("python3").arg(script()).arg("--walls").arg(&absent).arg(&present).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.starts_with(&format!("ci/phase-table: {} line 3: not a faultlab JSON report", absent.display())) && !err.contains("Traceback"), "{err}");
+}
