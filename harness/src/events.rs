@@ -478,6 +478,11 @@ pub const TRANSIENT: &[(&str, &str)] = &[
     // stopped. Seen on the emulated arm64 node in CI (image-pull-secret-missing's teardown, 2026-11-26),
     // where a busy node widens the window.
     ("FailedKillPod", "ttrpc: closed"),
+    // A fix that restarts containerd (registry-x509's, as documented: install the CA, restart the
+    // engine) leaves its socket gone for a moment; a pod sync that inspects the image then fails, and
+    // the next one finds containerd back. Seen on the emulated arm64 node (2026-11-26), where the
+    // restart took long enough for the kubelet's sync to fall into it.
+    ("InspectFailed", "containerd.sock: connect: "),
 ];
 
 fn is_transient(s: &Seen) -> bool {
@@ -543,6 +548,10 @@ mod tests {
     #[test]
     fn a_kill_that_met_a_closing_shim_is_transient() {
         let n = Normaliser::new("fl-x", "node");
+        let restarting = tests::seen("Pod", "web-0", "InspectFailed", r#"Failed to inspect image "198.18.214.2:5443/faultlab/busybox:1": rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing dial unix /run/faultlab/containerd/containerd.sock: connect: no such file or directory""#, Instant::now());
+        assert!(n.events(&[restarting], &[], &[]).is_empty(), "containerd restarting is transient");
+        let other = tests::seen("Pod", "web-0", "InspectFailed", r#"Failed to inspect image "x": rpc error: code = Unknown desc = invalid image"#, Instant::now());
+        assert_eq!(n.events(&[other], &[], &[]).len(), 1, "any other inspect failure stands");
         let kill = tests::seen("Pod", "web-0", "FailedKillPod", r#"error killing pod: failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = Unknown desc = failed to kill container \"0123\": ttrpc: closed: unknown""#, Instant::now());
         assert!(n.events(&[kill], &[], &[]).is_empty());
     }

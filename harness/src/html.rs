@@ -120,6 +120,7 @@ impl<'a> Run<'a> {
             ("started", r.timeline.started.clone()),
             // `faultlab run --jobs`: the scenarios that ran at the same time as this one.
             ("ran beside", r.ran_beside.join(", ")),
+            ("own time", own_time(&r.timings)),
         ];
         facts.retain(|(_, v)| !v.is_empty());
         let snapshot_error = matches!(&r.snapshot, SnapshotResult::Mismatched(d) if r.error.as_ref() == Some(d));
@@ -153,6 +154,22 @@ fn status(s: Status) -> &'static str {
 /// `12.3 s`.
 fn seconds(s: f64) -> String {
     format!("{s:.1} s")
+}
+
+/// Of the phases' time outside the gates, what faultlab's own time went to (reports from before the
+/// breakdown: nothing).
+fn own_time(t: &crate::runner::Timings) -> String {
+    let (Some(own), Some(waiting)) = (&t.own, t.waiting) else { return String::new() };
+    let phases: f64 = Phase::ALL.iter().filter_map(|p| t.get(*p)).sum();
+    format!(
+        "{} outside the gates: commands {} (the fault's own, in inject and fix: {}), API calls {}, settling {}, undoing {}",
+        seconds((phases - waiting).max(0.0)),
+        seconds(own.commands),
+        seconds(own.fault_commands),
+        seconds(own.api),
+        seconds(own.settling),
+        seconds(own.undoing)
+    )
 }
 
 /// `12.3 s`, or `–` when there is no time.
@@ -827,7 +844,16 @@ mod tests {
         passed.cluster = Some("faultlab".into());
         passed.cluster_seconds = Some(41.04);
         passed.snapshot = SnapshotResult::Matched;
-        passed.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: Some(15.2) };
+        passed.timings = Timings {
+            setup: Some(3.0),
+            inject: Some(0.5),
+            symptom: Some(4.0),
+            fix: Some(1.0),
+            recovery: Some(12.0),
+            teardown: Some(2.0),
+            waiting: Some(15.2),
+            own: Some(crate::runner::OwnTime { commands: 1.5, fault_commands: 0.4, api: 0.6, settling: 3.1, undoing: 0.2 }),
+        };
         passed.timeline = Timeline {
             started: "2026-05-01T10:00:00Z".into(),
             phases: vec![span(Phase::Setup, 0.0, Some(3.0)), span(Phase::Inject, 3.0, Some(3.5)), span(Phase::Symptom, 3.5, Some(7.5)), span(Phase::Fix, 7.5, Some(8.5)), span(Phase::Recovery, 8.5, Some(20.5)), span(Phase::Teardown, 20.5, Some(22.5))],
@@ -849,7 +875,7 @@ mod tests {
             "shared kind cluster x deleted: the node is not as the cluster was made:\n# cpu_manager_state\n- {\"policyName\":\"static\"}\n".into(),
         ];
         failed.teardown_errors = vec!["deleting namespace: timed out".into()];
-        failed.timings = Timings { setup: Some(3.1), inject: Some(0.4), symptom: Some(20.0), fix: Some(1.0), recovery: None, teardown: Some(2.0), waiting: Some(50.3) };
+        failed.timings = Timings { setup: Some(3.1), inject: Some(0.4), symptom: Some(20.0), fix: Some(1.0), recovery: None, teardown: Some(2.0), waiting: Some(50.3), own: None };
         let mut events = vec![event(1.0, "Normal", "Scheduled", "assigned"), event(2.0, "Normal", "Pulled", "image <web> & \"sidecar\" already present")];
         events.extend((0..30).map(|i| event(4.0 + i as f64 * 1.5, "Warning", "BackOff", "Back-off restarting failed container web in pod web_ns(<uid>)")));
         events.push(event(60.0, "Normal", "Killing", "Stopping container web"));
@@ -881,6 +907,11 @@ mod tests {
         assert!(page.contains("<title>faultlab &#60;nightly&#62; &#38; co</title>") || page.contains("<title>faultlab &lt;nightly&gt; &amp; co</title>"), "the title is escaped");
         assert!(page.contains("95.2 s"), "the wall time");
         assert!(page.contains("<dt>cluster ready in</dt><dd class=\"mono\">41.0 s</dd>"), "{page}");
+        // 22.5 s of phases, 15.2 s of them in gates.
+        let own = "<dt>own time</dt><dd class=\"mono\">7.3 s outside the gates: commands 1.5 s (the fault&#39;s own, in inject and fix: 0.4 s), API calls 0.6 s, settling 3.1 s, undoing 0.2 s</dd>";
+        let own_unescaped = own.replace("&#39;", "'");
+        assert!(page.contains(own) || page.contains(&own_unescaped) || page.contains(&own.replace("&#39;", "&#x27;")), "{page}");
+        assert_eq!(page.matches("<dt>own time</dt>").count(), 1, "only the run whose report has the breakdown");
         assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="passed">"#));
         assert!(page.contains(r#"<tr class="scenario" data-scenario="crash-loop" data-status="failed">"#));
         assert!(page.contains(r#"<tr class="scenario" data-scenario="disk-full" data-status="ignored">"#));

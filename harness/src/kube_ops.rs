@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::record::{Channel, Recorder};
+use crate::record::{Channel, Recorder, Work};
 
 #[derive(Debug, Error)]
 pub enum KubeError {
@@ -158,6 +158,34 @@ impl Scripted {
     }
 }
 
+/// Another backend, with the time each call takes counted as [`Work::Api`] in `rec`'s current phase.
+struct Timed<B> {
+    inner: B,
+    rec: Recorder,
+}
+
+#[async_trait::async_trait]
+impl<B: ApiBackend> ApiBackend for Timed<B> {
+    async fn create(&self, ar: &ApiResource, ns: Option<&str>, obj: &DynamicObject) -> Result<(), KubeError> {
+        self.rec.timed(Work::Api, self.inner.create(ar, ns, obj)).await
+    }
+    async fn delete(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<(), KubeError> {
+        self.rec.timed(Work::Api, self.inner.delete(ar, ns, name)).await
+    }
+    async fn patch(&self, ar: &ApiResource, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError> {
+        self.rec.timed(Work::Api, self.inner.patch(ar, ns, name, patch)).await
+    }
+    async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError> {
+        self.rec.timed(Work::Api, self.inner.delete_pods(ns, selector)).await
+    }
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+        self.rec.timed(Work::Api, self.inner.list(ar, ns, selector)).await
+    }
+    async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError> {
+        self.rec.timed(Work::Api, self.inner.get(ar, ns, name)).await
+    }
+}
+
 #[async_trait::async_trait]
 impl ApiBackend for Scripted {
     async fn create(&self, _: &ApiResource, _: Option<&str>, _: &DynamicObject) -> Result<(), KubeError> {
@@ -199,8 +227,9 @@ pub struct Kube {
 }
 
 impl Kube {
+    /// The API of `client`, each call's time counted as [`Work::Api`] in `rec`.
     pub fn new(client: Client, rec: Recorder) -> Self {
-        Kube { api: std::sync::Arc::new(client), rec }
+        Kube { api: std::sync::Arc::new(Timed { inner: client, rec: rec.clone() }), rec }
     }
 
     /// A plan's API that answers nothing (tests).

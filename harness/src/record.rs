@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     Setup,
@@ -55,18 +55,66 @@ pub struct Entry {
     pub line: String,
 }
 
+/// What faultlab's own time in a run went to, besides waiting on the cluster's gates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Work {
+    /// Commands on a node or on this machine (the node's argv run here).
+    Commands,
+    /// Kubernetes API calls (reads and writes, and listing events before a watch).
+    Api,
+    /// Waiting for the event stream to go quiet before the record closes.
+    Settling,
+    /// Replaying the journal in teardown.
+    Undoing,
+}
+
+/// Time spent, by phase and [`Work`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Spent(std::collections::BTreeMap<(Phase, Work), std::time::Duration>);
+
+impl Spent {
+    /// The time spent on `work` in any of `phases`.
+    pub fn on(&self, work: Work, phases: &[Phase]) -> std::time::Duration {
+        self.0.iter().filter(|((p, w), _)| *w == work && phases.contains(p)).map(|(_, d)| *d).sum()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Recorder {
     inner: Arc<Mutex<(Phase, Vec<Entry>)>>,
+    spent: Arc<Mutex<Spent>>,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Recorder { inner: Arc::new(Mutex::new((Phase::Setup, Vec::new()))) }
+        Recorder { inner: Arc::new(Mutex::new((Phase::Setup, Vec::new()))), spent: Arc::default() }
     }
 }
 
 impl Recorder {
+    /// Count `d` as spent on `work` in the current phase.
+    pub fn spend(&self, work: Work, d: std::time::Duration) {
+        self.add(self.phase(), work, d);
+    }
+
+    fn add(&self, phase: Phase, work: Work, d: std::time::Duration) {
+        *self.spent.lock().unwrap().0.entry((phase, work)).or_default() += d;
+    }
+
+    /// Time `f` and count it as spent on `work` in the phase it started in.
+    pub async fn timed<T>(&self, work: Work, f: impl std::future::Future<Output = T>) -> T {
+        let phase = self.phase();
+        // tokio's clock: the real one in a run, a virtual one in tests.
+        let start = tokio::time::Instant::now();
+        let out = f.await;
+        self.add(phase, work, start.elapsed());
+        out
+    }
+
+    pub fn spent(&self) -> Spent {
+        self.spent.lock().unwrap().clone()
+    }
+
     pub fn set_phase(&self, phase: Phase) {
         self.inner.lock().unwrap().0 = phase;
     }
@@ -107,5 +155,31 @@ impl Recorder {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn time_is_counted_by_phase_and_work_in_the_phase_it_started_in() {
+        let rec = Recorder::default();
+        rec.spend(Work::Api, Duration::from_millis(200));
+        rec.set_phase(Phase::Inject);
+        rec.spend(Work::Commands, Duration::from_secs(2));
+        let clone = rec.clone();
+        rec.timed(Work::Commands, async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            // A phase that changes during a call does not split it.
+            clone.set_phase(Phase::Symptom);
+        })
+        .await;
+        let spent = rec.spent();
+        assert_eq!(spent.on(Work::Api, &Phase::ALL), Duration::from_millis(200));
+        assert_eq!(spent.on(Work::Commands, &[Phase::Inject]), Duration::from_secs(3));
+        assert_eq!(spent.on(Work::Commands, &[Phase::Symptom]), Duration::ZERO);
+        assert_eq!(spent.on(Work::Settling, &Phase::ALL), Duration::ZERO);
     }
 }

@@ -186,7 +186,7 @@ mod tests {
         ok.status = Status::Passed;
         ok.error = None;
         ok.platform = "k8s-1.20-containerd-1.6-amd64".into();
-        ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: None };
+        ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: None, own: None };
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
         let suite = SuiteReport { wall_seconds: 30.0, scenarios: vec![ok.clone(), ignored] };
         assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s");

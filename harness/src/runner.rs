@@ -14,10 +14,10 @@ use crate::events::{self, EventLog, Normalised, Normaliser};
 use crate::faults::{Ctx, FaultError, Presence};
 use crate::journal::{ClusterRef, Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::{Executor, HostExecutor, Node, NodeProfile, ScriptedExecutor};
+use crate::node::{Executor, HostExecutor, Node, NodeProfile, ScriptedExecutor, TimedExecutor};
 use crate::observe::{Live, Observe, Planned};
 use crate::provider::Cluster;
-use crate::record::{Channel, Phase, Recorder};
+use crate::record::{Channel, Phase, Recorder, Spent, Work};
 use crate::scenario::{ClaimGate, ConditionGate, DeploymentGate, Loaded, NodeGate, PodGate, ScenarioError};
 use crate::vars::Vars;
 use crate::wait::WaitError;
@@ -147,6 +147,40 @@ pub struct Timings {
     /// node commands, listing events, settling, undoing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<f64>,
+    /// Of the rest, faultlab's own time, by what it went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<OwnTime>,
+}
+
+/// Seconds of a run's own time (outside the gates), by what they went to. The rest of the phases' time
+/// outside the gates is the runner's own code, timers between steps (a fault's settle before it
+/// checks), and scheduling.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct OwnTime {
+    /// Commands on the node or this machine, in every phase.
+    pub commands: f64,
+    /// Of those, the commands of inject and fix: the fault's own work (filling a disk, pushing images
+    /// to a registry, restarting a daemon), which the documented fault needs whoever runs it.
+    pub fault_commands: f64,
+    /// API calls, and listing the events already there before a watch.
+    pub api: f64,
+    /// Waiting for the event stream to go quiet before the record closes.
+    pub settling: f64,
+    /// Replaying the journal in teardown (its own commands and API calls).
+    pub undoing: f64,
+}
+
+impl OwnTime {
+    pub fn from_spent(spent: &Spent) -> OwnTime {
+        let secs = |work: Work, phases: &[Phase]| (spent.on(work, phases).as_secs_f64() * 1000.0).round() / 1000.0;
+        OwnTime {
+            commands: secs(Work::Commands, &Phase::ALL),
+            fault_commands: secs(Work::Commands, &[Phase::Inject, Phase::Fix]),
+            api: secs(Work::Api, &Phase::ALL),
+            settling: secs(Work::Settling, &Phase::ALL),
+            undoing: secs(Work::Undoing, &Phase::ALL),
+        }
+    }
 }
 
 impl Timings {
@@ -182,8 +216,10 @@ struct Backends {
 }
 
 impl Backends {
+    /// The real ones, with the time of each command and API call counted in `rec` ([`Recorder::spent`]).
     fn live(client: kube::Client, rec: Recorder) -> Backends {
-        Backends { exec: Arc::new(HostExecutor), kube: Kube::new(client.clone(), rec), observe: Arc::new(crate::observe::Timed::new(Arc::new(Live { client }))) }
+        let exec = Arc::new(TimedExecutor { inner: Arc::new(HostExecutor), rec: rec.clone() });
+        Backends { exec, kube: Kube::new(client.clone(), rec), observe: Arc::new(crate::observe::Timed::new(Arc::new(Live { client }))) }
     }
 }
 
@@ -305,6 +341,7 @@ impl Run {
         }
         let waited = *self.waited.lock().unwrap_or_else(|p| p.into_inner());
         self.timings.waiting = Some((waited.as_secs_f64() * 1000.0).round() / 1000.0);
+        self.timings.own = Some(OwnTime::from_spent(&self.rec().spent()));
     }
 
     pub fn journal(&self) -> &Journal {
@@ -352,7 +389,8 @@ impl Run {
     pub async fn inject(&mut self) -> Result<(), RunError> {
         self.begin(Phase::Inject);
         // Returns once the watch has listed its baseline, before anything breaks.
-        self.events = Some(self.ctx.observe.events(Some(&self.namespace), self.ctx.node.name()).await.map_err(RunError::Events)?);
+        let listed = self.rec().timed(Work::Api, self.ctx.observe.events(Some(&self.namespace), self.ctx.node.name())).await;
+        self.events = Some(listed.map_err(RunError::Events)?);
         let fault = self.fault.clone();
         fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
         // The fault itself, not only its symptom, must be in place.
@@ -479,7 +517,7 @@ impl Run {
         self.begin(Phase::Teardown);
         if let Some(log) = &self.events {
             // Let the events the recovery caused arrive before the record is closed.
-            log.settle(Duration::from_secs(3), Duration::from_secs(20)).await;
+            self.ctx.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(20))).await;
             log.stop();
         }
         if let Some(pods) = &self.pods {
@@ -492,7 +530,7 @@ impl Run {
         let restarts = journal.entries.iter().any(|e| !e.done && restarts_daemon(&self.ctx.node.profile, &e.undo));
         let node_events = match restarts {
             // Teardown goes on without it: the wait below then settles on time alone.
-            true => match self.ctx.observe.events(None, self.ctx.node.name()).await {
+            true => match self.ctx.rec().timed(Work::Api, self.ctx.observe.events(None, self.ctx.node.name())).await {
                 Ok(log) => Some(log),
                 Err(e) => {
                     tracing::warn!("teardown: {e}");
@@ -514,7 +552,7 @@ impl Run {
             };
             self.rec().push(channel, line);
         }
-        let errors = self.ctx.observe.undo(&self.ctx.journal).await;
+        let errors = self.ctx.rec().timed(Work::Undoing, self.ctx.observe.undo(&self.ctx.journal)).await;
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
@@ -523,7 +561,7 @@ impl Run {
             }
         }
         if let Some(log) = node_events {
-            log.settle(Duration::from_secs(3), Duration::from_secs(30)).await;
+            self.ctx.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(30))).await;
             log.stop();
         }
         self.end(Phase::Teardown);

@@ -94,3 +94,30 @@ fn a_report_that_is_not_there_or_not_json_is_named_without_a_traceback() {
     assert!(!out.status.success());
     assert!(err.starts_with(&format!("ci/phase-table: {} line 3: not a faultlab JSON report", absent.display())) && !err.contains("Traceback"), "{err}");
 }
+
+#[test]
+fn walls_break_faultlabs_own_time_down_by_what_it_went_to() {
+    use faultlab::runner::{OwnTime, Timings};
+    let dir = tempfile::tempdir().unwrap();
+    let timed = |name: &str, own: Option<OwnTime>| {
+        let mut r = passed(name);
+        r.timings = Timings { setup: Some(10.0), inject: Some(20.0), symptom: Some(30.0), fix: Some(10.0), recovery: Some(20.0), teardown: Some(10.0), waiting: Some(70.0), own };
+        r
+    };
+    let own = OwnTime { commands: 20.0, fault_commands: 15.0, api: 4.0, settling: 3.0, undoing: 2.0 };
+    let seq = dir.path().join("seq.json");
+    let par = dir.path().join("par.json");
+    std::fs::write(&seq, SuiteReport { wall_seconds: 200.0, scenarios: vec![timed("a", Some(own.clone())), timed("b", Some(own))] }.json()).unwrap();
+    // A report from before the breakdown: the share alone.
+    std::fs::write(&par, SuiteReport { wall_seconds: 120.0, scenarios: vec![timed("a", None), timed("b", None)] }.json()).unwrap();
+    let out = Command::new("python3").arg(script()).arg("--walls").arg(&seq).arg(&par).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = "wall time, --jobs 1: 200.0s; side by side: 120.0s (1.67x faster)\n\
+        longest single scenario: a 100.0s; side by side = 1.20x it (target: at most 1.5x)\n\
+        faultlab's own time, --jobs 1: 60.0s of 200.0s of phases (30.0 %; target: under 5 %)\n\
+        \x20   commands 40.0s (of which the faults' own, in inject and fix: 30.0s), API calls 8.0s, settling 6.0s, undoing 4.0s, the rest 2.0s\n\
+        \x20   without the faults' own commands: 30.0s (15.0 %)\n\
+        faultlab's own time, side by side: 60.0s of 200.0s of phases (30.0 %; target: under 5 %)\n";
+    assert_eq!(text, expected);
+}

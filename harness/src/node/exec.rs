@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use super::{NodeAccess, NodeProfile};
 use crate::cmd::{self, Cmd, CmdError, Output};
+use crate::record::{Recorder, Work};
 
 /// Runs host argv. The real one spawns processes; a plan's answers from a script (tests' records them).
 #[async_trait]
@@ -22,6 +23,20 @@ pub struct HostExecutor;
 impl Executor for HostExecutor {
     async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
         cmd::run_host(argv, cmd.stdin.as_ref(), NodeAccess::host_timeout(cmd), allow_failure).await
+    }
+}
+
+/// Another executor, with the time each command takes counted as [`Work::Commands`] in `rec`'s
+/// current phase (a run's own time, as opposed to waiting on the cluster).
+pub struct TimedExecutor {
+    pub inner: Arc<dyn Executor>,
+    pub rec: Recorder,
+}
+
+#[async_trait]
+impl Executor for TimedExecutor {
+    async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+        self.rec.timed(Work::Commands, self.inner.run(argv, cmd, allow_failure)).await
     }
 }
 
@@ -170,5 +185,37 @@ mod tests {
         assert!(err.to_string().contains("ip netns exec faultlab-node timeout -k 5 60 ctr --address"), "{err}");
         assert!(err.to_string().contains("not found"));
         assert_eq!(fake.lines().len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod timed_tests {
+    use super::*;
+    use crate::record::Phase;
+    use std::time::Duration;
+
+    struct Slow;
+
+    #[async_trait]
+    impl Executor for Slow {
+        async fn run(&self, _argv: &[String], _cmd: &Cmd, _allow_failure: bool) -> Result<Output, CmdError> {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            Ok(Output::default())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_command_counts_as_the_runs_own_work_in_its_phase() {
+        let rec = Recorder::default();
+        let timed = TimedExecutor { inner: Arc::new(Slow), rec: rec.clone() };
+        let cmd = Cmd::new(["true"]);
+        rec.set_phase(Phase::Inject);
+        timed.run(&cmd.argv, &cmd, false).await.unwrap();
+        rec.set_phase(Phase::Teardown);
+        timed.run(&cmd.argv, &cmd, true).await.unwrap();
+        let spent = rec.spent();
+        assert_eq!(spent.on(Work::Commands, &[Phase::Inject]), Duration::from_secs(4));
+        assert_eq!(spent.on(Work::Commands, &Phase::ALL), Duration::from_secs(8));
+        assert_eq!(spent.on(Work::Api, &Phase::ALL), Duration::ZERO);
     }
 }

@@ -11,5 +11,5 @@ mod profile;
 
 #[cfg(test)]
 pub use exec::FakeExecutor;
-pub use exec::{Executor, HostExecutor, Node, ScriptedExecutor};
+pub use exec::{Executor, HostExecutor, Node, ScriptedExecutor, TimedExecutor};
 pub use profile::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile, SshAccess};
