@@ -522,7 +522,8 @@ async fn main() -> Result<()> {
             let jobs = jobs.map(usize::from).unwrap_or_else(|| suite::default_jobs(&places)).min(scenarios.len().max(1));
             let mut sched = faultlab::schedule::Scheduler::new(places, jobs);
             let claims: Vec<faultlab::schedule::Claim> = scenarios.iter().map(|s| suite::claim(s, &choice)).collect();
-            let mut pending: Vec<usize> = (0..scenarios.len()).collect();
+            // Those that must run alone first, while nothing else runs (with one job: as chosen).
+            let mut pending: Vec<usize> = sched.order(&claims);
             // On kind, one shared cluster per slot (each slot runs its scenarios one after another).
             let mut pools: Vec<Option<suite::SharedClusters>> = (0..jobs).map(|_| Some(suite::SharedClusters::default())).collect();
             let mut done: Vec<Option<ScenarioReport>> = vec![None; scenarios.len()];

@@ -174,6 +174,19 @@ impl Scheduler {
         })
     }
 
+    /// The order to offer `claims` in (indices): those that must run alone first, then the rest, each
+    /// in their own order. One that must run alone waits for everything running to end, and nothing
+    /// passes it; among the others, each such wait drains the places while the longest running one
+    /// finishes. At the start nothing runs, so they cost only their own time there. With one job the
+    /// order stays as given.
+    pub fn order(&self, claims: &[Claim]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..claims.len()).collect();
+        if self.jobs > 1 {
+            order.sort_by_key(|&i| !self.alone(&claims[i]));
+        }
+        order
+    }
+
     /// What to start now of `pending` (in their order), if anything may start.
     pub fn next(&self, pending: &[&Claim]) -> Option<Start> {
         if pending.is_empty() || self.running.len() >= self.jobs || self.running.iter().any(|r| self.alone(&r.claim)) {
@@ -347,6 +360,15 @@ mod tests {
         s.finish(1);
         assert_eq!(fill(&mut s, &mut pending), [(2, 0)]);
         assert_eq!(fill(&mut s, &mut pending), []);
+    }
+
+    #[test]
+    fn those_that_must_run_alone_are_offered_first_when_several_may_run() {
+        let claims = [claim(Scope::Node), claim(Scope::Cluster), claim(Scope::Namespace), claim(Scope::Host), claim(Scope::Node)];
+        assert_eq!(Scheduler::new(nodes(3), 6).order(&claims), [1, 3, 0, 2, 4], "alone ones first, each group in its order");
+        assert_eq!(Scheduler::new(nodes(3), 1).order(&claims), [0, 1, 2, 3, 4], "one after the other: as given");
+        // On kind, cluster-wide ones each have a cluster of their own: only host-wide ones go first.
+        assert_eq!(Scheduler::new(Places::Clusters(2), 2).order(&claims), [3, 0, 1, 2, 4]);
     }
 
     fn registry(i: usize, proxy: bool) -> (usize, Claim) {
