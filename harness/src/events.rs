@@ -363,7 +363,10 @@ impl Normaliser {
         for (re, to) in &self.rules {
             s = re.replace_all(&s, *to).into_owned();
         }
-        s
+        // The test bed's nodes after the first each have a cgroup root of their own, named for the
+        // node (`/sys/fs/cgroup/memory/faultlab-node-2/kubepods/...`); node 1 and kind nodes use the
+        // root. Seen for memory-limit-unit on node 2 of the 3-node bed (2026-11-26).
+        s.replace("/<node>/kubepods/", "/kubepods/")
     }
 
     /// Normalise, de-duplicate by object and reason, and sort. Of one object's messages with the same
@@ -543,6 +546,15 @@ mod tests {
         // A repeat whose count jumped (6 to 21, as on the test bed) shows repeats held back.
         let jumped = vec![tests::seen("Pod", pod, "Failed", "Error: ImagePullBackOff", at(0)), Seen { occurrences: 15, ..tests::seen("Pod", pod, "Failed", "Error: ImagePullBackOff", at(300)) }];
         assert_eq!(n.withheld(&jumped), vec![Withheld { object: "Pod/web-<hash>-<id>".into(), source: "kubelet".into(), sent: 2 }]);
+    }
+
+    #[test]
+    fn a_nodes_own_cgroup_root_reads_as_the_root() {
+        let n = Normaliser::new("fl-x", "faultlab-node-2");
+        let on_node_2 = "unable to apply cgroup configuration: mkdir /sys/fs/cgroup/memory/faultlab-node-2/kubepods/burstable/pod0b9c6a4e-1f5e-4f0e-9d7a-2c1f3e4d5a6b/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef: cannot allocate memory";
+        let on_node_1 = on_node_2.replace("/faultlab-node-2/kubepods/", "/kubepods/");
+        assert_eq!(n.text(on_node_2), n.text(&on_node_1));
+        assert!(n.text(on_node_2).contains("/sys/fs/cgroup/memory/kubepods/burstable/pod<uid>/<id>"), "{}", n.text(on_node_2));
     }
 
     #[test]

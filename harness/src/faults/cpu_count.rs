@@ -127,7 +127,7 @@ impl CpuCount {
     /// The kubelet's own complaint (the fault is in place when the kubelet rejects the checkpoint), from its log, quoted in the record.
     async fn kubelet_rejected(ctx: &Ctx) -> Result<(), FaultError> {
         for attempt in 0..30 {
-            let out = ctx.probe("read-kubelet-log", Self::kubelet_error()).await?;
+            let out = ctx.probe("read-kubelet-log", Self::kubelet_error(ctx.node.name())).await?;
             if let Some(line) = out.stdout.lines().find(|l| l.contains(KUBELET_ERROR)) {
                 ctx.note(format!("kubelet: {}", line.trim()));
                 return Ok(());
@@ -160,11 +160,15 @@ impl CpuCount {
     /// error is followed by a dump of every goroutine, over a thousand lines, so no last-N window holds
     /// it; a node's journal lives in /run and a kind node is new for each run), filtered to the CPU
     /// manager's complaint.
-    pub fn kubelet_error() -> Cmd {
+    /// On the test bed node K's kubelet logs to `kubelet@<node>.log` beside node 1's `kubelet.log`
+    /// (ci/testbed/lib/supervisor.sh); elsewhere (kind) the journal.
+    pub fn kubelet_error(node: &str) -> Cmd {
         Cmd::shell(format!(
-            "f={TESTBED_KUBELET_LOG}; if [ -f \"$f\" ]; then awk '/^==== /{{b=\"\"}} {{b=b $0 \"\\n\"}} END{{printf \"%s\", b}}' \"$f\"; \
+            "f={dir}/kubelet@{node}.log; [ -f \"$f\" ] || f={TESTBED_KUBELET_LOG}; if [ -f \"$f\" ]; then awk '/^==== /{{b=\"\"}} {{b=b $0 \"\\n\"}} END{{printf \"%s\", b}}' \"$f\"; \
              else journalctl -u kubelet --no-pager; fi | grep -F -e {pat} -e 'Failed to start ContainerManager' | tail -n 3",
             pat = shell_words::quote(KUBELET_ERROR),
+            dir = TESTBED_KUBELET_LOG.rsplit_once('/').map_or("", |(d, _)| d),
+            node = shell_words::quote(node),
         ))
     }
 }
