@@ -152,6 +152,11 @@ pub struct Timings {
     pub own: Option<OwnTime>,
 }
 
+/// `d` in seconds, to the millisecond, as reports give every time.
+fn seconds(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
 /// Seconds of a run's own time (outside the gates), by what they went to. The rest of the phases' time
 /// outside the gates is the runner's own code, timers between steps (a fault's settle before it
 /// checks), and scheduling.
@@ -172,7 +177,7 @@ pub struct OwnTime {
 
 impl OwnTime {
     pub fn from_spent(spent: &Spent) -> OwnTime {
-        let secs = |work: Work, phases: &[Phase]| (spent.on(work, phases).as_secs_f64() * 1000.0).round() / 1000.0;
+        let secs = |work: Work, phases: &[Phase]| seconds(spent.on(work, phases));
         OwnTime {
             commands: secs(Work::Commands, &Phase::ALL),
             fault_commands: secs(Work::Commands, &[Phase::Inject, Phase::Fix]),
@@ -185,7 +190,7 @@ impl OwnTime {
 
 impl Timings {
     fn set(&mut self, phase: Phase, d: Duration) {
-        let v = Some((d.as_secs_f64() * 1000.0).round() / 1000.0);
+        let v = Some(seconds(d));
         match phase {
             Phase::Setup => self.setup = v,
             Phase::Inject => self.inject = v,
@@ -340,7 +345,7 @@ impl Run {
             span.2 = Some(Instant::now());
         }
         let waited = *self.waited.lock().unwrap_or_else(|p| p.into_inner());
-        self.timings.waiting = Some((waited.as_secs_f64() * 1000.0).round() / 1000.0);
+        self.timings.waiting = Some(seconds(waited));
         self.timings.own = Some(OwnTime::from_spent(&self.rec().spent()));
     }
 
@@ -490,7 +495,7 @@ impl Run {
         let Some((origin, started)) = self.origin.clone() else {
             return Timeline::default();
         };
-        let at = |i: Instant| (i.saturating_duration_since(origin).as_secs_f64() * 1000.0).round() / 1000.0;
+        let at = |i: Instant| seconds(i.saturating_duration_since(origin));
         let phase_at = |i: Instant| self.spans.iter().rev().find(|(_, start, _)| *start <= i).map(|(p, _, _)| *p).unwrap_or(Phase::Setup);
         let phases = self.spans.iter().map(|(phase, start, end)| PhaseSpan { phase: *phase, start: at(*start), end: end.map(at) }).collect();
         let events = self
@@ -517,7 +522,7 @@ impl Run {
         self.begin(Phase::Teardown);
         if let Some(log) = &self.events {
             // Let the events the recovery caused arrive before the record is closed.
-            self.ctx.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(20))).await;
+            self.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(20))).await;
             log.stop();
         }
         if let Some(pods) = &self.pods {
@@ -530,7 +535,7 @@ impl Run {
         let restarts = journal.entries.iter().any(|e| !e.done && restarts_daemon(&self.ctx.node.profile, &e.undo));
         let node_events = match restarts {
             // Teardown goes on without it: the wait below then settles on time alone.
-            true => match self.ctx.rec().timed(Work::Api, self.ctx.observe.events(None, self.ctx.node.name())).await {
+            true => match self.rec().timed(Work::Api, self.ctx.observe.events(None, self.ctx.node.name())).await {
                 Ok(log) => Some(log),
                 Err(e) => {
                     tracing::warn!("teardown: {e}");
@@ -552,7 +557,7 @@ impl Run {
             };
             self.rec().push(channel, line);
         }
-        let errors = self.ctx.rec().timed(Work::Undoing, self.ctx.observe.undo(&self.ctx.journal)).await;
+        let errors = self.rec().timed(Work::Undoing, self.ctx.observe.undo(&self.ctx.journal)).await;
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
@@ -561,7 +566,7 @@ impl Run {
             }
         }
         if let Some(log) = node_events {
-            self.ctx.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(30))).await;
+            self.rec().timed(Work::Settling, log.settle(Duration::from_secs(3), Duration::from_secs(30))).await;
             log.stop();
         }
         self.end(Phase::Teardown);
