@@ -481,15 +481,21 @@ pub const TRANSIENT: &[(&str, &str)] = &[
     // stopped. Seen on the emulated arm64 node in CI (image-pull-secret-missing's teardown, 2026-11-26),
     // where a busy node widens the window.
     ("FailedKillPod", "ttrpc: closed"),
-    // A fix that restarts containerd (registry-x509's, as documented: install the CA, restart the
-    // engine) leaves its socket gone for a moment; a pod sync that inspects the image then fails, and
-    // the next one finds containerd back. Seen on the emulated arm64 node (2026-11-26), where the
-    // restart took long enough for the kubelet's sync to fall into it.
-    ("InspectFailed", "containerd.sock: connect: "),
 ];
+
+/// What the kubelet says, whatever its event's reason, when it could not reach the container engine's
+/// socket: the engine was restarting. A fix that restarts containerd (registry-x509's, as documented:
+/// install the CA, restart the engine) leaves the socket gone for a moment, and whatever the kubelet
+/// asked the engine then fails once and works on the next try: a pod sync's image inspect
+/// (`InspectFailed`), the node's container garbage collection (`ContainerGCFailed`), and so on. Seen
+/// on the emulated arm64 node in CI (2026-11-26), where the restart is slow enough for the kubelet's
+/// loops to fall into it. No scenario's symptom is the engine being down; one that is would have to
+/// gate on it, not on these events.
+pub const ENGINE_UNREACHABLE: &str = "containerd.sock: connect: ";
 
 fn is_transient(s: &Seen) -> bool {
     TRANSIENT.iter().any(|(reason, text)| s.reason == *reason && s.message.contains(text))
+        || (s.source.starts_with("kubelet") && s.message.contains(ENGINE_UNREACHABLE))
 }
 
 #[cfg(test)]
@@ -558,10 +564,16 @@ mod tests {
     }
 
     #[test]
-    fn a_kill_that_met_a_closing_shim_is_transient() {
+    fn what_a_restarting_engine_or_a_closing_shim_caused_is_transient() {
         let n = Normaliser::new("fl-x", "node");
         let restarting = tests::seen("Pod", "web-0", "InspectFailed", r#"Failed to inspect image "198.18.214.2:5443/faultlab/busybox:1": rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing dial unix /run/faultlab/containerd/containerd.sock: connect: no such file or directory""#, Instant::now());
         assert!(n.events(&[restarting], &[], &[]).is_empty(), "containerd restarting is transient");
+        let gc = tests::seen("Node", "node", "ContainerGCFailed", r#"rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing dial unix /run/faultlab/containerd/containerd.sock: connect: no such file or directory""#, Instant::now());
+        assert!(n.events(&[gc], &[], &[]).is_empty(), "whatever the kubelet asked the restarting engine");
+        let refused = tests::seen("Node", "node", "ContainerGCFailed", r#"rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing dial unix /run/containerd/containerd.sock: connect: connection refused""#, Instant::now());
+        assert!(n.events(&[refused], &[], &[]).is_empty(), "kind's socket, refused as containerd starts");
+        let gc_other = tests::seen("Node", "node", "ContainerGCFailed", "rpc error: code = DeadlineExceeded desc = context deadline exceeded", Instant::now());
+        assert_eq!(n.events(&[gc_other], &[], &[]).len(), 1, "another GC failure stands");
         let other = tests::seen("Pod", "web-0", "InspectFailed", r#"Failed to inspect image "x": rpc error: code = Unknown desc = invalid image"#, Instant::now());
         assert_eq!(n.events(&[other], &[], &[]).len(), 1, "any other inspect failure stands");
         let kill = tests::seen("Pod", "web-0", "FailedKillPod", r#"error killing pod: failed to "KillContainer" for "app" with KillContainerError: "rpc error: code = Unknown desc = failed to kill container \"0123\": ttrpc: closed: unknown""#, Instant::now());
