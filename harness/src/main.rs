@@ -513,15 +513,17 @@ async fn main() -> Result<()> {
         Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget, jobs } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
-            let mut scenarios = targets(&dir, &target, &mut broken)?;
+            let scenarios = targets(&dir, &target, &mut broken)?;
             let sharing = matches!(choice, suite::ProviderChoice::Kind { .. }) && !fresh_cluster && scenarios.len() > 1;
-            if sharing {
-                scenarios = suite::group_by_kind_needs(scenarios);
-            }
+            // On kind, shared clusters: each scenario with the needs of the cluster its group shares.
+            let (scenarios, cluster_needs): (Vec<_>, Vec<Option<faultlab::needs::Needs>>) = match sharing {
+                true => suite::kind_cluster_groups(scenarios).into_iter().map(|(s, n)| (s, Some(n))).unzip(),
+                false => scenarios.into_iter().map(|s| (s, None)).unzip(),
+            };
             let places = suite::places(&choice);
             let jobs = jobs.map(usize::from).unwrap_or_else(|| suite::default_jobs(&places)).min(scenarios.len().max(1));
             let mut sched = faultlab::schedule::Scheduler::new(places, jobs);
-            let claims: Vec<faultlab::schedule::Claim> = scenarios.iter().map(|s| suite::claim(s, &choice)).collect();
+            let claims: Vec<faultlab::schedule::Claim> = scenarios.iter().zip(&cluster_needs).map(|(s, n)| suite::claim(s, &choice, n.as_ref())).collect();
             // Those that must run alone first, while nothing else runs (with one job: as chosen).
             let mut pending: Vec<usize> = sched.order(&claims);
             // On kind, one shared cluster per slot (each slot runs its scenarios one after another).
@@ -554,6 +556,7 @@ async fn main() -> Result<()> {
                         allow_host_wide,
                         expectations: cli.expectations.clone(),
                         node: sched.node(start.place).map(String::from),
+                        cluster_needs: cluster_needs[i].clone(),
                     };
                     let mut pool = if sharing { pools[start.place].take() } else { None };
                     let rec = Recorder::default();

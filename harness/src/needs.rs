@@ -26,3 +26,112 @@ pub struct Needs {
     /// scenarios naming the same port on the same address never run at once (`faultlab run --jobs`).
     pub host_ports: Vec<crate::schedule::HostPort>,
 }
+
+impl Needs {
+    /// Whether a platform made for these needs is made differently from a default one (kind: a cluster
+    /// created with config patches, a node bootstrap or without its CNI). Ports and disk writes are
+    /// not: they are the run's, not the cluster's.
+    pub fn shapes_cluster(&self) -> bool {
+        self.local_sandbox_image.is_some() || self.static_cpu_manager.is_some() || self.containerd_disk_mib.is_some() || self.no_image_gc || self.no_default_cni
+    }
+
+    /// The settings these needs make a platform with, in words ("nothing" for none).
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(tag) = &self.local_sandbox_image {
+            parts.push(format!("the local sandbox image {tag}"));
+        }
+        if let Some(reserved) = &self.static_cpu_manager {
+            parts.push(format!("the static CPU manager policy ({reserved} CPU reserved)"));
+        }
+        if let Some(mib) = self.containerd_disk_mib {
+            parts.push(format!("containerd on a {mib} MiB disk of its own"));
+        }
+        if self.no_image_gc {
+            parts.push("no image garbage collection or disk eviction".into());
+        }
+        if self.no_default_cni {
+            parts.push("no default CNI".into());
+        }
+        if parts.is_empty() {
+            "nothing".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// Needs that one cluster can meet for a scenario of either `self` or `other`, one after the
+    /// other: each setting either asks for is set, and none is set two ways (two sandbox images, two
+    /// reservations, two disk sizes, a CNI and none). `None` when they conflict. Disk writes take the
+    /// larger (one scenario runs on a cluster at a time, and its undo removes them); ports go with the
+    /// run, not the cluster, and are left out.
+    pub fn merged(&self, other: &Needs) -> Option<Needs> {
+        fn either<T: Clone + PartialEq>(a: &Option<T>, b: &Option<T>) -> Option<Option<T>> {
+            match (a, b) {
+                (Some(x), Some(y)) if x != y => None,
+                _ => Some(a.clone().or_else(|| b.clone())),
+            }
+        }
+        if self.no_default_cni != other.no_default_cni {
+            return None;
+        }
+        Some(Needs {
+            local_sandbox_image: either(&self.local_sandbox_image, &other.local_sandbox_image)?,
+            static_cpu_manager: either(&self.static_cpu_manager, &other.static_cpu_manager)?,
+            containerd_disk_mib: either(&self.containerd_disk_mib, &other.containerd_disk_mib)?,
+            no_image_gc: self.no_image_gc || other.no_image_gc,
+            no_default_cni: self.no_default_cni,
+            disk_writes_mib: self.disk_writes_mib.max(other.disk_writes_mib),
+            host_ports: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(tag: &str) -> Needs {
+        Needs { local_sandbox_image: Some(tag.into()), ..Default::default() }
+    }
+
+    #[test]
+    fn settings_of_different_kinds_merge_into_one_cluster() {
+        let cpu = Needs { static_cpu_manager: Some("500m".into()), ..Default::default() };
+        let disk = Needs { containerd_disk_mib: Some(3072), no_image_gc: true, disk_writes_mib: 600, ..Default::default() };
+        let all = cpu.merged(&disk).and_then(|n| n.merged(&sandbox("faultlab.invalid/pause:local"))).expect("no conflict");
+        assert_eq!(all.static_cpu_manager.as_deref(), Some("500m"));
+        assert_eq!(all.containerd_disk_mib, Some(3072));
+        assert!(all.no_image_gc && !all.no_default_cni);
+        assert_eq!(all.local_sandbox_image.as_deref(), Some("faultlab.invalid/pause:local"));
+        assert_eq!(all.disk_writes_mib, 600);
+        assert!(all.shapes_cluster());
+        assert_eq!(
+            all.describe(),
+            "the local sandbox image faultlab.invalid/pause:local, the static CPU manager policy (500m CPU reserved), containerd on a 3072 MiB disk of its own, no image garbage collection or disk eviction"
+        );
+        assert_eq!(Needs::default().describe(), "nothing");
+        // Merging is symmetric, and merging the same needs changes nothing.
+        assert_eq!(disk.merged(&cpu), cpu.merged(&disk));
+        assert_eq!(all.merged(&all), Some(all.clone()));
+    }
+
+    #[test]
+    fn a_setting_asked_for_two_ways_is_a_conflict() {
+        assert_eq!(sandbox("a/pause:1").merged(&sandbox("b/pause:1")), None);
+        let reserved = |r: &str| Needs { static_cpu_manager: Some(r.into()), ..Default::default() };
+        assert_eq!(reserved("500m").merged(&reserved("1")), None);
+        let disk = |mib| Needs { containerd_disk_mib: Some(mib), ..Default::default() };
+        assert_eq!(disk(1024).merged(&disk(3072)), None);
+        let no_cni = Needs { no_default_cni: true, ..Default::default() };
+        assert_eq!(no_cni.merged(&Needs::default()), None, "a cluster has its CNI or has none");
+        assert_eq!(no_cni.merged(&no_cni), Some(no_cni.clone()));
+    }
+
+    #[test]
+    fn ports_and_disk_writes_do_not_shape_a_cluster() {
+        let run = Needs { disk_writes_mib: 100, host_ports: vec![crate::schedule::HostPort { port: 5443, on_node_address: true }], ..Default::default() };
+        assert!(!run.shapes_cluster());
+        assert!(Needs::default().merged(&run).is_some_and(|n| n.host_ports.is_empty() && n.disk_writes_mib == 100));
+    }
+}

@@ -7,7 +7,8 @@ use std::time::Instant;
 use crate::journal;
 use crate::node::NodeProfile;
 use crate::provider::existing::Existing;
-use crate::provider::kind::{Arch, Kind};
+use crate::needs::Needs;
+use crate::provider::kind::{Arch, Kind, KindNeeds};
 use crate::provider::{check_safety, Provider};
 use crate::record::{Phase, Recorder};
 use crate::report::{ScenarioReport, Status};
@@ -57,6 +58,11 @@ pub fn kind_provider(scenario: &Loaded, arch: Arch, keep: bool, node_image: Opti
     kind_provider_on(scenario, arch, keep, node_image, std::sync::Arc::new(crate::provider::LocalHost))
 }
 
+/// [`kind_provider`] for a cluster made for `needs` (a shared cluster's, see [`kind_cluster_groups`]).
+fn kind_provider_for(scenario: &Loaded, needs: &Needs, arch: Arch, keep: bool, node_image: Option<String>) -> Kind {
+    Kind { needs: KindNeeds::of(needs), ..kind_provider(scenario, arch, keep, node_image) }
+}
+
 /// [`kind_provider`] on another host (a plan's).
 fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>, host: std::sync::Arc<dyn crate::provider::Host>) -> Kind {
     let name = Kind::new_name(scenario.name());
@@ -68,7 +74,7 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
         arch,
         configs_dir: crate::scenario::workspace_root().join("kind-configs"),
         keep,
-        needs: crate::provider::kind::KindNeeds::of(&scenario.scenario.fault.fault().needs()),
+        needs: KindNeeds::of(&scenario.scenario.fault.fault().needs()),
         node_image,
         image_info: Default::default(),
         network_gateway: Default::default(),
@@ -211,6 +217,9 @@ pub struct RunOptions {
     /// The node to work on, by name (`faultlab run --jobs` gives each scenario one on a cluster of
     /// several nodes); none: the cluster's first node.
     pub node: Option<String>,
+    /// On kind, the needs of the cluster the scenario shares with others ([`kind_cluster_groups`]); none:
+    /// its fault's own.
+    pub cluster_needs: Option<Needs>,
 }
 
 /// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
@@ -238,7 +247,7 @@ pub struct SharedClusters {
 }
 
 struct Shared {
-    needs: crate::provider::kind::KindNeeds,
+    needs: KindNeeds,
     kind: Kind,
     cluster: crate::provider::Cluster,
     /// The node's state right after the cluster was created.
@@ -302,12 +311,14 @@ pub fn over_budget(elapsed: std::time::Duration, budget: std::time::Duration) ->
 }
 
 /// What `scenario` holds while it runs on `choice` ([`crate::schedule`]): its fault's reach and host
-/// ports; on kind, the cluster it can share is the one of the same needs.
-pub fn claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::schedule::Claim {
+/// ports; on kind, the cluster it can share is the one made for the same needs: `cluster_needs` (its
+/// group's, [`kind_cluster_groups`]) or its fault's own.
+pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&Needs>) -> crate::schedule::Claim {
     let fault = scenario.scenario.fault.fault();
     let mut claim = fault.claim();
     if let ProviderChoice::Kind { .. } = choice {
-        claim.cluster_key = format!("{:?}", crate::provider::kind::KindNeeds::of(&fault.needs()));
+        let needs = cluster_needs.cloned().unwrap_or_else(|| fault.needs());
+        claim.cluster_key = format!("{:?}", KindNeeds::of(&needs));
     }
     claim
 }
@@ -345,19 +356,36 @@ pub fn default_jobs(places: &crate::schedule::Places) -> usize {
     }
 }
 
-/// Order scenarios so that those with the same kind needs are next to each other (stable: the first
-/// scenario of each group keeps the group's place), which lets [`SharedClusters`] create one cluster
-/// per group.
-pub fn group_by_kind_needs(scenarios: Vec<Loaded>) -> Vec<Loaded> {
-    let mut groups: Vec<(crate::provider::kind::KindNeeds, Vec<Loaded>)> = Vec::new();
+/// The kind clusters of one `faultlab run --all`: the scenarios, reordered so that the members of a group
+/// are next to each other (stable: the first scenario of each group keeps the group's place), each with
+/// the needs of the cluster its group shares, so that [`SharedClusters`] creates one cluster per group.
+/// - Scenarios whose faults need nothing of the cluster (see [`Needs::shapes_cluster`]) share a plain
+///   one: no setting made for another fault touches what they show.
+/// - Those that need it made differently (a local sandbox image, the static CPU manager, containerd on
+///   a disk of its own, no image GC) share one made for all of them, as long as no two ask for the same
+///   setting two ways ([`Needs::merged`]); a scenario that conflicts starts another group.
+///
+/// `--fresh-cluster`, and a run of one scenario, give each its own cluster made for its needs alone.
+pub fn kind_cluster_groups(scenarios: Vec<Loaded>) -> Vec<(Loaded, Needs)> {
+    let mut groups: Vec<(Needs, Vec<Loaded>)> = Vec::new();
     for s in scenarios {
-        let needs = crate::provider::kind::KindNeeds::of(&s.scenario.fault.fault().needs());
-        match groups.iter_mut().find(|(n, _)| *n == needs) {
-            Some((_, g)) => g.push(s),
-            None => groups.push((needs, vec![s])),
+        let own = s.scenario.fault.fault().needs();
+        let joined = groups.iter_mut().find_map(|(cluster, members)| {
+            let merged = (cluster.shapes_cluster() == own.shapes_cluster()).then(|| cluster.merged(&own)).flatten()?;
+            Some((cluster, members, merged))
+        });
+        match joined {
+            Some((cluster, members, merged)) => {
+                *cluster = merged;
+                members.push(s);
+            }
+            None => {
+                let cluster = Needs { host_ports: Vec::new(), ..own };
+                groups.push((cluster, vec![s]));
+            }
         }
     }
-    groups.into_iter().flat_map(|(_, g)| g).collect()
+    groups.into_iter().flat_map(|(cluster, members)| members.into_iter().map(move |s| (s, cluster.clone()))).collect()
 }
 
 fn failed(mut r: ScenarioReport, phase: Phase, e: String) -> ScenarioReport {
@@ -506,7 +534,8 @@ async fn run_shared(
     store: snapshot::Store,
 ) -> ScenarioReport {
     let provider_started = Instant::now();
-    let needs = crate::provider::kind::KindNeeds::of(&scenario.scenario.fault.fault().needs());
+    let cluster_needs = options.cluster_needs.clone().unwrap_or_else(|| scenario.scenario.fault.fault().needs());
+    let needs = KindNeeds::of(&cluster_needs);
     let mut interrupts = Interrupts::new();
     let shared = match pool.current.take() {
         Some(s) if s.needs == needs => {
@@ -520,7 +549,13 @@ async fn run_shared(
                     report.notes.push(format!("deleting the shared cluster {} failed: {e}", old.kind.name));
                 }
             }
-            let kind = kind_provider(scenario, arch, keep, node_image);
+            let kind = kind_provider_for(scenario, &cluster_needs, arch, keep, node_image);
+            if needs != KindNeeds::of(&scenario.scenario.fault.fault().needs()) {
+                rec.push(
+                    crate::record::Channel::Note,
+                    format!("kind cluster {} is made for every scenario of its group (shared): {}", kind.name, cluster_needs.describe()),
+                );
+            }
             report.cluster = Some(kind.name.clone());
             let teardown = KindTeardown { cluster: kind.cluster(), logs: kind.logs_dir.clone(), keep_note: None };
             let cluster = match provision(&kind, Some(&teardown), &rec, &mut interrupts, report.clone()).await {
@@ -824,16 +859,34 @@ mod tests {
     }
 
     #[test]
-    fn scenarios_with_the_same_kind_needs_run_next_to_each_other_in_first_seen_order() {
+    fn kind_groups_a_plain_cluster_and_one_made_for_every_fault_that_needs_it_made_differently() {
         let names = ["cni-broken", "cpu-count", "configmap-missing", "pause-missing", "default-route", "disk-full", "storageclass-missing", "memory-limit-unit"];
-        let grouped: Vec<String> = group_by_kind_needs(names.iter().map(|n| scenario(n)).collect()).iter().map(|s| s.name().to_string()).collect();
+        let grouped = kind_cluster_groups(names.iter().map(|n| scenario(n)).collect());
+        let order: Vec<&str> = grouped.iter().map(|(s, _)| s.name()).collect();
         assert_eq!(
-            grouped,
+            order,
             ["cni-broken", "configmap-missing", "default-route", "storageclass-missing", "memory-limit-unit", "cpu-count", "pause-missing", "disk-full"],
-            "no needs: one group where its first member was; a static CPU manager, a local sandbox image, a containerd disk: one each"
+            "each group where its first member was, its members in their order"
         );
+        let (plain, special) = grouped.split_at(5);
+        for (s, needs) in plain {
+            assert!(!needs.shapes_cluster(), "{}: a plain cluster, not one made for another fault ({})", s.name(), needs.describe());
+        }
+        // A static CPU manager, a local sandbox image and a containerd disk: one cluster made for the three.
+        let made = &special[0].1;
+        for (s, needs) in special {
+            assert_eq!(needs, made, "{}: the group's cluster", s.name());
+            let own = s.scenario.fault.fault().needs();
+            assert_eq!(own.merged(made).as_ref(), Some(made), "{}: the cluster meets its own needs", s.name());
+        }
+        assert!(made.static_cpu_manager.is_some() && made.local_sandbox_image.is_some() && made.containerd_disk_mib.is_some() && made.no_image_gc, "{}", made.describe());
+        // One claim key per group: the scheduler keeps a slot's cluster for the next of its group.
+        let keys: std::collections::BTreeSet<String> = grouped.iter().map(|(s, n)| claim(s, &kind(), Some(n)).cluster_key).collect();
+        assert_eq!(keys.len(), 2);
+        // Without a group (--fresh-cluster, one scenario) a scenario's cluster is made for its own needs.
+        assert_ne!(claim(&scenario("cpu-count"), &kind(), None).cluster_key, claim(&scenario("disk-full"), &kind(), None).cluster_key);
         // A single group stays in its order.
-        let same: Vec<String> = group_by_kind_needs(vec![scenario("storageclass-missing"), scenario("configmap-missing")]).iter().map(|s| s.name().to_string()).collect();
+        let same: Vec<String> = kind_cluster_groups(vec![scenario("storageclass-missing"), scenario("configmap-missing")]).iter().map(|(s, _)| s.name().to_string()).collect();
         assert_eq!(same, ["storageclass-missing", "configmap-missing"]);
     }
 

@@ -98,7 +98,7 @@ fn main() -> ExitCode {
 fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>, slots: &faultlab::schedule::Slots, id: usize, jobs: usize) -> Result<(), Failed> {
     let choice = choice.map_err(|reason| Failed::from(format!("no cluster to run on: {reason}")))?;
     // Waits until its fault's reach lets it start; the node it gets is its own while the lease lasts.
-    let lease = slots.acquire(id, suite::claim(&loaded, &choice));
+    let lease = slots.acquire(id, suite::claim(&loaded, &choice, None));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let node = match &choice {

@@ -289,9 +289,12 @@ impl Fault for CpuCount {
                 message: format!("previousCpus is {before}, which the node has: the checkpoint would still match"),
             });
         }
-        // Teardown: the kubelet writes a fresh checkpoint on its next start (prepare's undo then puts
-        // the original back and restarts it).
-        ctx.undo_on_node("remove the resized node's CPU manager checkpoint", Cmd::new(["rm", "-f", state.as_str()]))?;
+        // Teardown: the checkpoint goes back as it was (a kubelet that has not started since reads it
+        // on its next start; after the fix the kubelet wrote the same again). On the test bed prepare's
+        // undo then puts the original back and restarts it; on kind this is the node as it was made,
+        // so a cluster shared with the next scenario has its checkpoint (not none until a restart).
+        let before_inject = Self::read(ctx, "read-cpu-manager-state", &state).await?;
+        ctx.undo_on_node("put the CPU manager checkpoint back as it was before the resize", Cmd::shell(restore_file(&state, before_inject.as_deref())))?;
         ctx.note(format!("the node had {before} CPUs and has {now}: leave the checkpoint the {before}-CPU node wrote"));
         ctx.run("write-checkpoint", Cmd::shell(restore_file(&state, Some(&checkpoint(before))))).await?;
         ctx.note("restart the kubelet, as after the resize; it exits on start (a failed restart is the fault)");
@@ -407,20 +410,26 @@ mod tests {
         fake.respond("cat /sys/devices/system/cpu/online", out(0, "0-1\n"));
         fake.respond("node restart kubelet", out(1, "kubelet did not come up"));
         fake.respond("Failed to start ContainerManager", out(0, "E1122 static policy invalid state: current set of available CPUs \"0-1\" doesn't match with CPUs in state \"0-3\"\n"));
+        let before = r#"{"policyName":"static","defaultCpuSet":"0-1","checksum":1636926438}"#;
+        fake.respond("cat /var/lib/faultlab/kubelet/cpu_manager_state", out(0, before));
         CpuCount::default().inject(&ctx).await.unwrap();
-        assert_eq!(ctx.journal.snapshot().entries.len(), 1, "the undo is journalled");
+        let journal = ctx.journal.snapshot();
+        assert_eq!(journal.entries.len(), 1, "the undo is journalled");
+        let Undo::Node { cmd, .. } = &journal.entries[0].undo else { panic!("a node undo") };
+        assert_eq!(cmd.argv[2], format!("printf %s '{before}' > /var/lib/faultlab/kubelet/cpu_manager_state"), "the checkpoint as it was, not none");
         let lines = fake.lines();
         assert_eq!(
-            lines[..3],
+            lines[..4],
             [
                 format!("{NS} 60 cat /sys/devices/system/cpu/online"),
+                format!("{NS} 60 sh -c 'test -f /var/lib/faultlab/kubelet/cpu_manager_state && cat /var/lib/faultlab/kubelet/cpu_manager_state'"),
                 format!("{NS} 60 sh -c 'printf %s '\\''{{\"policyName\":\"static\",\"defaultCpuSet\":\"0-3\",\"checksum\":0}}'\\'' > /var/lib/faultlab/kubelet/cpu_manager_state'"),
                 format!("{NS} 120 /opt/faultlab/ci/testbed/node restart kubelet"),
             ]
         );
         // Last, after the workload's restart: the kubelet's own complaint, quoted (the fault is in place).
-        assert_eq!(lines.len(), 4, "{lines:#?}");
-        assert!(lines[3].contains("Failed to start ContainerManager"), "{}", lines[3]);
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[4].contains("Failed to start ContainerManager"), "{}", lines[4]);
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         let delete = api.iter().position(|l| l.starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web")).expect("the workload is restarted");
         assert!(api[delete + 1..].iter().any(|l| l.starts_with("kubelet: E1122 static policy invalid state")), "{api:?}");

@@ -162,6 +162,21 @@ impl KindNeeds {
     /// A fault's needs in kind's terms.
     pub fn of(needs: &Needs) -> KindNeeds {
         let mut k = KindNeeds { disable_default_cni: needs.no_default_cni, ..Default::default() };
+        if let Some(mib) = needs.containerd_disk_mib {
+            // Before kubeadm starts containers, and first of the bootstrap (what a later command does in
+            // containerd goes onto the new disk): containerd's root moves onto a loop-mounted ext4 file
+            // of its own inside the node.
+            let f = DISK_BACKING_FILE;
+            k.node_bootstrap.push(
+                Cmd::shell(format!(
+                    "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
+                     set -e; truncate -s {mib}M {f}; mkfs.ext4 -q -F {f}; systemctl stop containerd; \
+                     mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a {CONTAINERD_ROOT}/. /mnt/faultlab-disk/; \
+                     umount /mnt/faultlab-disk; mount -o loop {f} {CONTAINERD_ROOT}; systemctl start containerd"
+                ))
+                .timeout(Duration::from_secs(240)),
+            );
+        }
         if let Some(tag) = &needs.local_sandbox_image {
             // containerd is told to use the tag; the node makes it from its own pause image as soon as
             // containerd has one (kind's images are preloaded; a node image may import them at boot).
@@ -187,20 +202,6 @@ impl KindNeeds {
         }
         if !kubelet.is_empty() {
             k.kubelet_config = Some(Value::Object(kubelet));
-        }
-        if let Some(mib) = needs.containerd_disk_mib {
-            // Before kubeadm starts containers: containerd's root moves onto a loop-mounted ext4 file
-            // of its own inside the node.
-            let f = DISK_BACKING_FILE;
-            k.node_bootstrap.push(
-                Cmd::shell(format!(
-                    "for i in $(seq 1 120); do systemctl is-active -q containerd && break; sleep 1; done; \
-                     set -e; truncate -s {mib}M {f}; mkfs.ext4 -q -F {f}; systemctl stop containerd; \
-                     mkdir -p /mnt/faultlab-disk; mount -o loop {f} /mnt/faultlab-disk; cp -a {CONTAINERD_ROOT}/. /mnt/faultlab-disk/; \
-                     umount /mnt/faultlab-disk; mount -o loop {f} {CONTAINERD_ROOT}; systemctl start containerd"
-                ))
-                .timeout(Duration::from_secs(240)),
-            );
         }
         k.containerd_disk_mib = needs.containerd_disk_mib;
         k.host_disk_mib = needs.containerd_disk_mib.unwrap_or(0).saturating_add(needs.disk_writes_mib);
