@@ -193,6 +193,9 @@ pub enum Step {
     RestartPod,
 }
 
+/// How long `delete-pending-pvc` waits for the claim to be gone.
+const CLAIM_GONE_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
 #[async_trait]
 impl Fault for StorageclassMissing {
     /// Every StorageClass of the cluster is deleted (and re-created at teardown). On kind it stays within
@@ -265,12 +268,30 @@ impl Fix for StorageclassMissing {
                 self.refuse_bad_parameters(step)?;
                 self.deploy_class(step, ctx).await
             }
-            // Deleting a claim that is gone already succeeds. The pending pod is not scheduled, so the
-            // claim's protection finalizer lets it go at once.
+            // Deleting a claim that is gone already succeeds. Then, as `kubectl delete` does, wait until
+            // it is gone: the pending pod is not scheduled, so the claim's protection finalizer lets it
+            // go, but not always at once (11 s once on kind). A pod the StatefulSet makes again while the
+            // claim is still there gets no new claim, and waits for the one that went, for ever.
             Step::DeletePendingPvc => {
                 let claim = Self::claim(ctx)?;
                 let ar = crate::kube_ops::resource("v1", "PersistentVolumeClaim");
-                ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &claim).await.map_err(Ctx::api_err(step))
+                ctx.kube.delete_dynamic(&ar, Some(&ctx.namespace), &claim).await.map_err(Ctx::api_err(step))?;
+                let deadline = std::time::Instant::now() + CLAIM_GONE_WITHIN;
+                loop {
+                    let left = ctx.kube.get_object("v1", "PersistentVolumeClaim", Some(&ctx.namespace), &claim).await.map_err(Ctx::api_err(step))?;
+                    let Some(left) = left else { return Ok(()) };
+                    if std::time::Instant::now() >= deadline {
+                        return Err(FaultError::Check {
+                            step: step.into(),
+                            message: format!(
+                                "claim {claim} is still there {} s after its deletion (finalizers: {})",
+                                CLAIM_GONE_WITHIN.as_secs(),
+                                left["metadata"]["finalizers"]
+                            ),
+                        });
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
             }
             // The StatefulSet makes the pod again, and first its claim from the template, which now
             // gets the default class.
@@ -328,6 +349,8 @@ mod tests {
                 "POST /apis/storage.k8s.io/v1/storageclasses (StorageClass local-storage)",
                 "POST /api/v1/persistentvolumes (PersistentVolume fl-test-data)",
                 "DELETE /api/v1/namespaces/fl-test/persistentvolumeclaims/data-web-0",
+                // Until the claim is gone (here at once), and only then the pod.
+                "GET /api/v1/namespaces/fl-test/persistentvolumeclaims/data-web-0",
                 "DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web",
             ]
         );

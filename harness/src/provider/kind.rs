@@ -358,11 +358,55 @@ pub fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String,
     }
 }
 
+/// How the kubelet reports the runtime's version while it cannot ask the runtime (a restart of
+/// containerd, for one: registry-x509's fix and undo): `<runtime>://Unknown`, until a later status update
+/// (every 10 s) asks again. On a shared cluster the next scenario can start inside that window.
+pub const RUNTIME_VERSION_UNKNOWN: &str = "://Unknown";
+
+/// How long [`platform_from_api`] waits for every node's runtime version to be known again.
+pub const RUNTIME_VERSION_WAIT: Duration = Duration::from_secs(60);
+
 /// The platform, from every node's `status.nodeInfo` as the API server has it (`GET /api/v1/nodes`
-/// through the run's client): see [`platform_from_nodes`].
+/// through the run's client): see [`platform_from_nodes`]. While a node reports its runtime's version
+/// as unknown ([`RUNTIME_VERSION_UNKNOWN`]) the nodes are asked again, every 2 s for up to
+/// [`RUNTIME_VERSION_WAIT`]; then the version as it stands is the error.
 pub async fn platform_from_api(kube: &Kube) -> Result<String, ProviderError> {
+    platform_from_api_within(kube, RUNTIME_VERSION_WAIT, Duration::from_secs(2)).await
+}
+
+async fn platform_from_api_within(kube: &Kube, wait: Duration, every: Duration) -> Result<String, ProviderError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut said = false;
+    loop {
+        let infos = node_infos(kube).await?;
+        let unknown = infos.iter().find(|(_, i)| i.container_runtime_version.ends_with(RUNTIME_VERSION_UNKNOWN));
+        let Some((node, info)) = unknown else {
+            return platform_from_nodes(&infos);
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ProviderError::Platform {
+                message: format!(
+                    "node {node} reports containerRuntimeVersion {:?} still after {}: its kubelet cannot ask its container runtime for its version",
+                    info.container_runtime_version,
+                    crate::duration::format(wait)
+                ),
+            });
+        }
+        if !said {
+            kube.recorder().push(
+                Channel::Note,
+                format!("node {node} reports containerRuntimeVersion {:?} (its kubelet could not ask the runtime, as while containerd restarts): ask again", info.container_runtime_version),
+            );
+            said = true;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Every node's name and `status.nodeInfo`.
+async fn node_infos(kube: &Kube) -> Result<Vec<(String, NodeSystemInfo)>, ProviderError> {
     let nodes: Vec<Node> = kube.list(None, None).await.map_err(|source| ProviderError::NodeInfo { source })?;
-    let infos = nodes
+    nodes
         .into_iter()
         .map(|n| {
             let name = n.metadata.name.unwrap_or_default();
@@ -371,8 +415,7 @@ pub async fn platform_from_api(kube: &Kube) -> Result<String, ProviderError> {
                 None => Err(ProviderError::Platform { message: format!("node {name} reports no status.nodeInfo") }),
             }
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    platform_from_nodes(&infos)
+        .collect()
 }
 
 impl Kind {
@@ -1065,6 +1108,48 @@ mod tests {
         assert_eq!(err, "cannot tell the cluster's platform: node faultlab-x-worker reports no status.nodeInfo");
         let err = answer(list(vec![])).await.unwrap_err().to_string();
         assert!(err.contains("the API lists no nodes"), "{err}");
+    }
+
+    /// A node whose kubelet could not ask containerd (restarting) reports `containerd://Unknown` until
+    /// its next status update: asked again, the platform is what it reports then; one that stays
+    /// unknown is an error that says so.
+    #[tokio::test]
+    async fn an_unknown_runtime_version_is_asked_again() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let node = |runtime: &str| {
+            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{"metadata": {"name": "faultlab-x-control-plane"}, "status": {"nodeInfo": {
+                "kubeletVersion": "v1.20.2", "containerRuntimeVersion": runtime, "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": "",
+                "kernelVersion": "", "osImage": "", "kubeProxyVersion": "", "operatingSystem": "linux"}}}]})
+        };
+        async fn answers(lists: Vec<Value>, wait: Duration) -> (Result<String, ProviderError>, usize, Vec<String>) {
+            let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let rec = Recorder::default();
+            let kube = Kube::new(kube::Client::new(service, "default"), rec.clone());
+            let server = tokio::spawn(async move {
+                let mut asked = 0;
+                for list in lists {
+                    let Some((req, send)) = handle.next_request().await else { break };
+                    assert_eq!(req.uri().path(), "/api/v1/nodes");
+                    send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
+                    asked += 1;
+                }
+                asked
+            });
+            let platform = platform_from_api_within(&kube, wait, Duration::from_millis(10)).await;
+            drop(kube);
+            let notes = rec.entries().into_iter().map(|e| e.line).collect();
+            (platform, server.await.unwrap(), notes)
+        }
+        let (platform, asked, notes) = answers(vec![node("containerd://Unknown"), node("containerd://Unknown"), node("containerd://1.6.20")], Duration::from_secs(30)).await;
+        assert_eq!(platform.unwrap(), "kind-1.20-containerd-1.6-amd64");
+        assert_eq!(asked, 3);
+        assert_eq!(notes.iter().filter(|n| n.contains("\"containerd://Unknown\"") && n.ends_with("ask again")).count(), 1, "said once: {notes:?}");
+        let (platform, _, _) = answers(vec![node("containerd://Unknown"); 50], Duration::from_millis(50)).await;
+        assert_eq!(
+            platform.unwrap_err().to_string(),
+            "cannot tell the cluster's platform: node faultlab-x-control-plane reports containerRuntimeVersion \"containerd://Unknown\" still after 50ms: its kubelet cannot ask its container runtime for its version"
+        );
     }
 
     #[test]
