@@ -329,6 +329,12 @@ impl Run {
     }
 
     fn begin(&mut self, phase: Phase) {
+        // A phase that failed never reached its end: its time up to here goes in the timings (the failed
+        // gate's wait is already in `waiting`, and own time is the phases' less their waits). Its span
+        // stays open: the timeline shows it unfinished.
+        if let (Some(started), Some((open, _, _))) = (self.started.take(), self.spans.iter().rev().find(|(_, _, end)| end.is_none())) {
+            self.timings.set(*open, started.elapsed());
+        }
         self.rec().set_phase(phase);
         let now = Instant::now();
         self.started = Some(now);
@@ -685,6 +691,26 @@ mod tests {
         assert!(phases.iter().any(|(p, w)| *p == Phase::Recovery && w.starts_with("pod -l app=web phase=Running")), "{phases:?}");
         assert!(t.waits.iter().all(|w| w.met && w.start <= w.end));
         assert!(t.pods.is_empty(), "a plan watches no pods");
+    }
+
+    /// A phase that fails is timed up to the teardown, so the phases' time is never less than the time
+    /// waited in their gates; its span stays unfinished.
+    #[tokio::test]
+    async fn a_failed_phase_is_timed_up_to_the_teardown() {
+        let scenario = crate::scenario::find(&crate::scenario::default_dir(), "configmap-missing").unwrap();
+        let mut run = Run::plan(scenario, crate::testbed::tests::sample_profile(), Recorder::default());
+        run.begin(Phase::Setup);
+        run.end(Phase::Setup);
+        run.begin(Phase::Inject);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // inject failed here: no end(Inject).
+        run.teardown().await;
+        assert!(run.timings.inject.is_some_and(|t| t >= 0.02), "{:?}", run.timings);
+        let t = run.timeline();
+        assert_eq!(t.phases.iter().map(|p| p.phase).collect::<Vec<_>>(), [Phase::Setup, Phase::Inject, Phase::Teardown]);
+        assert_eq!(t.phases.iter().map(|p| p.end.is_some()).collect::<Vec<_>>(), [true, false, true], "{:?}", t.phases);
+        let phases: f64 = Phase::ALL.iter().filter_map(|p| run.timings.get(*p)).sum();
+        assert!(phases >= run.timings.waiting.unwrap_or_default(), "{:?}", run.timings);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use crate::gates::{ClaimGate, ConditionGate, DeploymentGate, NodeGate, PodGate};
 
 #[derive(Debug, Error)]
 pub enum WaitError {
-    #[error("{what} did not hold within {within:?}; last seen:\n{last}")]
+    /// `within` is what was left of the phase's deadline when the gate began: to a tenth of a second.
+    #[error("{what} did not hold within {:.1}s; last seen:\n{last}", .within.as_secs_f64())]
     Timeout { what: String, within: Duration, last: String },
     #[error("watching {what} failed: {source}")]
     Watch {
@@ -429,6 +430,13 @@ pub fn gate_text(gate: &PodGate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What was left of the deadline, as people read it: not `4.999997916s`.
+    #[test]
+    fn a_timeout_says_how_long_it_waited_to_a_tenth_of_a_second() {
+        let e = WaitError::Timeout { what: "pod -l app=web phase=Running".into(), within: Duration::from_nanos(4_999_997_916), last: "pod/web-0: Pending".into() };
+        assert_eq!(e.to_string(), "pod -l app=web phase=Running did not hold within 5.0s; last seen:\npod/web-0: Pending");
+    }
 
     #[rstest::rstest]
     #[case::creating(serde_json::json!({"status": {"phase": "Pending", "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}}), "Pending ContainerCreating")]
