@@ -74,6 +74,30 @@ fi
 # FL_VM=1: the node is the VM (on the host: the VM's control side; in the VM: FL_IN_VM=1 too).
 FL_VM=0
 if [ "$FL_IN_VM" = 1 ] || [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then FL_VM=1; fi
+# ------------------------------------------------------ the node's runtime ----
+# containerd (Debian bookworm's 1.6, a `version = 2` config; the default) or containerd2 (Debian sid's
+# 2.x: its binaries only, unpacked into $FL_CACHE/containerd2 without touching the system's apt state,
+# with a `version = 3` config). The 1.20 kubelet speaks CRI runtime.v1alpha2 only and containerd 2 serves
+# runtime.v1 only: each node's kubelet reaches it through `faultlab-cri proxy` (the component
+# cri-proxy), which renames the calls and passes their bytes on. `up --runtime containerd2` records the
+# choice in $FL_LIB/node-runtime, so down, status, node and smoke follow it (FL_RUNTIME overrides).
+if [ -z "${FL_RUNTIME:-}" ]; then
+  FL_RUNTIME=containerd
+  if [ -s "$FL_LIB/node-runtime" ]; then FL_RUNTIME=$(cat "$FL_LIB/node-runtime"); fi
+fi
+case $FL_RUNTIME in
+  containerd | containerd2) ;;
+  *) echo "FL_RUNTIME=$FL_RUNTIME: not a runtime of the test bed's (containerd, containerd2)" >&2; exit 2 ;;
+esac
+# containerd's binaries (containerd, ctr, containerd-shim-runc-v2): Debian's in /usr/bin, or sid's 2.x
+# unpacked under $FL_CTRD2_HOME/<version>/usr/bin (fl_install_containerd2; up records the directory in
+# $FL_LIB/containerd-bin-dir).
+FL_CTRD2_HOME=/var/cache/faultlab/containerd2
+FL_CTRD_BIN_DIR=/usr/bin
+if [ "$FL_RUNTIME" = containerd2 ]; then
+  FL_CTRD_BIN_DIR=""
+  if [ -s "$FL_LIB/containerd-bin-dir" ]; then FL_CTRD_BIN_DIR=$(cat "$FL_LIB/containerd-bin-dir"); fi
+fi
 # Where the nodes reach the API server.
 FL_APISERVER_BIND=$FL_HOST_IP
 FL_APISERVER_ADVERTISE=$FL_HOST_IP
@@ -167,6 +191,10 @@ fl_node_select() {
   FL_CTRD_OPT=$FL_NODE_LIB/containerd-opt
   FL_CTRD_STATE=$FL_NODE_RUN/containerd
   FL_CTRD_SOCK=$FL_CTRD_STATE/containerd.sock
+  # Where the kubelet reaches the CRI: containerd's socket, or (containerd2) the node's cri-proxy.
+  FL_CRI_PROXY_SOCK=$FL_NODE_RUN/cri-proxy.sock
+  FL_KUBELET_CRI_SOCK=$FL_CTRD_SOCK
+  [ "$FL_RUNTIME" != containerd2 ] || FL_KUBELET_CRI_SOCK=$FL_CRI_PROXY_SOCK
   FL_CTRD_CONF_DIR=$FL_NODE_TB/containerd
   FL_CTRD_CONF=$FL_CTRD_CONF_DIR/config.toml
   FL_CTRD_HOSTS_DIR=$FL_CTRD_CONF_DIR/certs.d

@@ -28,7 +28,10 @@ pub enum TestBedKind {
 pub struct TestBed {
     pub api_version: ApiVersion,
     pub kind: TestBedKind,
-    /// Platform name used for expectations, e.g. `k8s-1.20-containerd-1.6-amd64`.
+    /// Platform name used for expectations, e.g. `k8s-1.20-containerd-1.6-amd64`. The nodes name it
+    /// (`k8s-<kubelet minor>-<runtime>-<runtime minor>[-cgroup2]-<arch>`: the existing provider reads
+    /// it from them); when given it must be the same (kept for the descriptions that have it). Optional.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub platform: String,
     pub kubeconfig: PathBuf,
     pub context: String,
@@ -125,6 +128,9 @@ pub struct Facts {
     /// The node's CRI client (faultlab-cri).
     #[arg(long)]
     pub cri_client: String,
+    /// containerd's own ctr, where it is not the `ctr` on the node's PATH.
+    #[arg(long)]
+    pub ctr: Option<String>,
     /// The loop file under containerd's root, its device (if attached) and size.
     #[arg(long)]
     pub disk_file: String,
@@ -225,6 +231,7 @@ impl Facts {
                 config: self.containerd_config.clone(),
                 sandbox_image: self.sandbox_image.clone(),
                 restart: restart("containerd"),
+                ctr: self.ctr.clone(),
             },
             kubelet: KubeletProfile {
                 root_dir: self.kubelet_root.clone(),
@@ -326,6 +333,16 @@ pub(crate) mod tests {
         assert_eq!(bed.nodes[0].images.more.get("tools").map(String::as_str), Some("faultlab.invalid/tools:1"));
     }
 
+    /// `platform` is optional: the nodes name it. Without it, it is not written either.
+    #[test]
+    fn a_description_without_a_platform_decodes() {
+        let text = SAMPLE.replace("platform: k8s-1.20-containerd-1.6-amd64\n", "");
+        assert_ne!(text, SAMPLE);
+        let bed: TestBed = datafile::decode(Path::new("bed.yaml"), &text).unwrap();
+        assert_eq!(bed.platform, "");
+        assert!(!bed.to_yaml().contains("platform"), "{}", bed.to_yaml());
+    }
+
     #[test]
     fn unknown_field_names_file_line_and_field() {
         let text = SAMPLE.replace("    netns: faultlab-node\n", "    netns: faultlab-node\n    netnss: typo\n");
@@ -381,6 +398,7 @@ pub(crate) mod tests {
             node_script: "/opt/faultlab/ci/testbed/node".into(),
             node_script_args: vec![],
             cri_client: "/var/lib/faultlab/testbed/bin/faultlab-cri".into(),
+            ctr: None,
             disk_file: "/var/cache/faultlab/containerd.img".into(),
             disk_device: Some("/dev/loop0".into()),
             disk_mib: 1024,

@@ -475,7 +475,10 @@ fn the_other_architecture_is_refused_for_runs_and_planned_in_full() {
     let plan = String::from_utf8_lossy(&out.stdout);
     let scenarios = std::fs::read_dir(faultlab::scenario::default_dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count();
     assert_eq!(plan.matches(&format!("(from kind-configs/{other}.yaml)")).count(), scenarios, "{plan}");
-    assert_eq!(plan.matches(&format!("platform kind-<kubelet minor>-<runtime>-<runtime minor>-{other} (from the nodes once they run)")).count(), scenarios);
+    assert_eq!(
+        plan.matches(&format!("platform kind-<kubelet minor>-<runtime>-<runtime minor>[-cgroup2]-{other} (from the nodes once they run; -cgroup2 where a node's /sys/fs/cgroup is cgroup v2)")).count(),
+        scenarios
+    );
     assert_eq!(plan.matches("kindest/node:v1.32.2@sha256:").count(), 3 * scenarios, "in the config, the label look-up and its note: {plan}");
     assert_eq!(plan.matches("\nhost kind delete cluster --name faultlab-").count(), scenarios);
     assert!(bed.calls().is_empty(), "a plan runs nothing: {:#?}", bed.call_lines());

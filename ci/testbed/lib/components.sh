@@ -82,7 +82,8 @@ fl_start_scheduler() {
 
 fl_start_containerd() {
   mkdir -p "$FL_CTRD_STATE" "$FL_CNI_DATA"
-  fl_node_start containerd /usr/bin/containerd --config "$FL_CTRD_CONF"
+  # containerd finds its shim (containerd-shim-runc-v2) on PATH: its own directory's first.
+  fl_node_start containerd env PATH="$FL_CTRD_BIN_DIR:$PATH" "$FL_CTRD_BIN_DIR/containerd" --config "$FL_CTRD_CONF"
   fl_wait_comp "$(fl_node_comp containerd)" "${FL_CONTAINERD_TIMEOUT:-60}" fl_health_containerd
 }
 
@@ -94,8 +95,8 @@ fl_kubelet_flags() {
     --root-dir="$FL_KUBELET_ROOT"
     --cert-dir="$FL_KUBELET_ROOT/pki"
     --container-runtime=remote
-    --container-runtime-endpoint="unix://$FL_CTRD_SOCK"
-    --image-service-endpoint="unix://$FL_CTRD_SOCK"
+    --container-runtime-endpoint="unix://$FL_KUBELET_CRI_SOCK"
+    --image-service-endpoint="unix://$FL_KUBELET_CRI_SOCK"
     --runtime-request-timeout=2m
     --hostname-override="$FL_NODE"
     --node-ip="$FL_NODE_IP"
@@ -118,10 +119,21 @@ fl_start_kubelet() {
   fl_wait_comp "$(fl_node_comp kubelet)" "${FL_KUBELET_TIMEOUT:-90}" fl_health_kubelet
 }
 
+# containerd 2's CRI for the 1.20 kubelet: `faultlab-cri proxy` on the node's own socket (made 0600 by
+# the proxy), runtime.v1alpha2 calls renamed to runtime.v1. It runs on the host's side of
+# the node (a unix socket needs no network namespace) in the node's mount namespace (nodes 2..N), where
+# the kubelet looks for the socket.
+fl_start_cri_proxy() {
+  mkdir -p "$(dirname "$FL_CRI_PROXY_SOCK")"
+  fl_node_start cri-proxy "$FL_CRI_BIN" proxy --listen "$FL_CRI_PROXY_SOCK" --upstream "unix://$FL_CTRD_SOCK"
+  fl_wait_comp "$(fl_node_comp cri-proxy)" 30 fl_health_cri_proxy
+}
+
 # Start a node's component, as its node (the caller's selected node stays).
 fl_node_comp_start() {
   case $1 in
     containerd) fl_start_containerd ;;
+    cri-proxy) fl_start_cri_proxy ;;
     kubelet) fl_start_kubelet ;;
   esac
 }
@@ -132,7 +144,7 @@ fl_start_comp() {
     kube-apiserver) fl_start_apiserver ;;
     kube-controller-manager) fl_start_controller_manager ;;
     kube-scheduler) fl_start_scheduler ;;
-    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_start ;;
+    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_start ;;
     vm) fl_start_vm ;;
   esac
 }

@@ -6,6 +6,15 @@
 # ------------------------------------------------------------ configs -------
 # Each writer returns 0 when the file changed (so the caller can restart the component).
 fl_write_containerd_config() {
+  if [ "$FL_RUNTIME" = containerd2 ]; then
+    fl_write_containerd2_config
+    return
+  fi
+  fl_write_containerd_config_v2
+}
+
+# containerd 1.6's configuration, `version = 2`.
+fl_write_containerd_config_v2() {
   fl_write_if_changed "$FL_CTRD_CONF" <<EOC
 # faultlab test bed: containerd of the node $FL_NODE (runs in network namespace $FL_NETNS).
 version = 2
@@ -50,6 +59,61 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     [plugins."io.containerd.grpc.v1.cri".registry]
       # Per-registry hosts.toml and CAs (a scenario's registry puts its own here).
       config_path = "$FL_CTRD_HOSTS_DIR"
+EOC
+}
+
+# containerd 2's configuration, `version = 3`: the same settings under the CRI plugin's 2.x names
+# (images: sandbox image, snapshotter, registry hosts; runtime: runc, CNI, OOM score). NRI, on by
+# default in 2.x, is off: it would make /var/run/nri on the host. runc is bookworm's (FL_RUNC).
+fl_write_containerd2_config() {
+  fl_write_if_changed "$FL_CTRD_CONF" <<EOC
+# faultlab test bed: containerd 2 of the node $FL_NODE (runs in network namespace $FL_NETNS).
+version = 3
+root = "$FL_CTRD_ROOT"
+state = "$FL_CTRD_STATE"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = "$FL_CTRD_SOCK"
+
+[ttrpc]
+  address = ""
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$FL_CTRD_OPT"
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$FL_PAUSE_REF"
+    [plugins."io.containerd.cri.v1.images".registry]
+      # Per-registry hosts.toml and CAs (a scenario's registry puts its own here).
+      config_path = "$FL_CTRD_HOSTS_DIR"
+  [plugins."io.containerd.cri.v1.runtime"]
+    restrict_oom_score_adj = true
+    enable_selinux = false
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = "$FL_RUNC"
+          SystemdCgroup = false
+          Root = "$FL_CTRD_STATE/runc"
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$FL_CNI_CONF_DIR"
+      max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri"]
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
 EOC
 }
 

@@ -51,13 +51,19 @@ fl_faultlab_bin() {
 # pod-sandbox commands, the faultlab-cri crate in harness/cri/).
 FL_CRI_BIN=$FL_TB/bin/faultlab-cri
 fl_install_cri_client() {
+  fl_install_cri_client_binary
+  fl_check_cri_client
+}
+
+# faultlab-cri in place at $FL_CRI_BIN (replaced only when the build differs: a running cri-proxy keeps
+# the file it started from).
+fl_install_cri_client_binary() {
   local src
   src=${FAULTLAB_CRI_BIN:-$(fl_faultlab_bin faultlab-cri)}
   mkdir -p "$(dirname "$FL_CRI_BIN")"
   if ! cmp -s "$src" "$FL_CRI_BIN"; then
     install -m 0755 "$src" "$FL_CRI_BIN.tmp" && mv -f "$FL_CRI_BIN.tmp" "$FL_CRI_BIN"
   fi
-  fl_check_cri_client
 }
 
 # The CRI client reaches the selected node's containerd.
@@ -138,6 +144,26 @@ fl_write_description() {
   chmod 0644 "$FL_DESCRIPTION"
 }
 
+# The major.minor of the nodes' containerd, for the platform name: `containerd --version` prints
+# `containerd github.com/containerd/containerd/v2 2.1.9+unknown` (sid's 2.x) or `containerd
+# github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1` (bookworm's). The emulated node's is
+# bookworm's 1.6, in the VM.
+fl_containerd_minor() {
+  local v
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then echo 1.6; return; fi
+  v=$("$FL_CTRD_BIN_DIR/containerd" --version | awk '{print $3}')
+  v=${v#v}
+  [[ $v =~ ^([0-9]+)\.([0-9]+) ]] || die "cannot read containerd's version from '$("$FL_CTRD_BIN_DIR/containerd" --version)'"
+  printf '%s.%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+}
+
+# The platform name's cgroup part, as faultlab detects it on the nodes (harness/src/node/runtime.rs):
+# nothing on cgroup v1, `-cgroup2` on the unified hierarchy. The host's nodes share the host's; the
+# emulated node boots with cgroup v1.
+fl_cgroup_part() {
+  if [ "$FL_VM" = 0 ] && [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then echo -cgroup2; fi
+}
+
 # fl_describe_node_args <out>: into FL_DESCRIBE_ARGS, the arguments of `faultlab testbed describe` that
 # describe the selected node into <out>.
 fl_describe_node_args() {
@@ -166,12 +192,15 @@ fl_describe_node_args() {
   # Node 1's restart commands are `node restart kubelet`, as they always were; node K's name the node.
   local -a node_arg=()
   [ "$FL_NODE_INDEX" = 1 ] || node_arg=(--node-script-arg "$FL_NODE")
+  # containerd 2's nodes: its own ctr (bookworm's 1.6 stays on PATH).
+  local -a ctr=()
+  [ "$FL_RUNTIME" != containerd2 ] || ctr=(--ctr "$FL_CTRD_BIN_DIR/ctr")
   FL_DESCRIBE_ARGS=(--out "$out"
-    --platform "k8s-1.20-containerd-1.6-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT"
+    --platform "k8s-1.20-containerd-$(fl_containerd_minor)$(fl_cgroup_part)-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT"
     --node "$FL_NODE" "${access[@]}" --address "$FL_NODE_IP" --gateway "$FL_NODE_GATEWAY" --gateway-device "$FL_NODE_DEVICE"
     --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF"
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF"
-    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" "${node_arg[@]}" --cri-client "$FL_CRI_BIN"
+    --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" "${node_arg[@]}" --cri-client "$FL_CRI_BIN" "${ctr[@]}"
     --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB"
     --node-package "$FL_NODE_PACKAGE" "${registry[@]}" --control-plane-script "$FL_TESTBED_DIR/control-plane" "${images[@]}")
 }

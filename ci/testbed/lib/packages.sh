@@ -92,6 +92,53 @@ fl_install_packages() {
   fi
 }
 
+# ------------------------------------------------------- containerd 2 -----
+# Debian sid's containerd 2.x for `up --runtime containerd2`: its binaries only. apt reads sid through
+# sources, lists and a cache of its own under $FL_CTRD2_HOME/apt (the system's sources, pins and
+# package state are left as they are), downloads the containerd package and dpkg -x unpacks it into
+# $FL_CTRD2_HOME/<version>. sid's runc needs a newer glibc than bookworm's, so the nodes keep
+# bookworm's runc (FL_RUNC, the config's BinaryName). Sets FL_CTRD_BIN_DIR; up records it.
+FL_RUNC=/usr/sbin/runc
+fl_install_containerd2() {
+  local apt=$FL_CTRD2_HOME/apt uri deb ver dir b
+  local -a opts
+  if [ -n "$FL_CTRD_BIN_DIR" ] && [ -x "$FL_CTRD_BIN_DIR/containerd" ]; then return 0; fi
+  # Once unpacked, a version is kept (as the Kubernetes build is): the newest one in the cache.
+  mkdir -p "$FL_CTRD2_HOME"
+  dir=$(find "$FL_CTRD2_HOME" -mindepth 1 -maxdepth 1 -type d -name '2.*' ! -name '*.tmp' 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$dir" ] && [ -x "$dir/usr/bin/containerd" ]; then
+    FL_CTRD_BIN_DIR=$dir/usr/bin
+    return 0
+  fi
+  # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot read Debian sid's containerd from its mirror"
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"
+  printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s sid main\n' "${uri%/}" >"$apt/sources.list"
+  opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
+  log "containerd 2: reading Debian sid's package lists (into $apt)"
+  apt-get "${opts[@]}" update -qq || die "apt-get update of Debian sid's lists (into $apt) failed"
+  rm -f "$apt/download"/containerd_*.deb
+  (cd "$apt/download" && apt-get "${opts[@]}" download -qq containerd) || die "apt-get download containerd (Debian sid) failed"
+  deb=$(find "$apt/download" -maxdepth 1 -name 'containerd_*.deb' | head -n 1)
+  [ -n "$deb" ] || die "apt-get download containerd left no containerd_*.deb in $apt/download"
+  ver=$(dpkg-deb -f "$deb" Version)
+  case $ver in 2.*) ;; *) die "Debian sid's containerd is $ver, not 2.x" ;; esac
+  dir=$FL_CTRD2_HOME/$ver
+  rm -rf "$dir.tmp"
+  dpkg -x "$deb" "$dir.tmp"
+  rm -f "$deb"
+  for b in containerd containerd-shim-runc-v2 ctr; do
+    [ -x "$dir.tmp/usr/bin/$b" ] || die "the containerd $ver package has no usr/bin/$b"
+  done
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  FL_CTRD_BIN_DIR=$dir/usr/bin
+  log "containerd 2: $("$FL_CTRD_BIN_DIR/containerd" --version) in $FL_CTRD_BIN_DIR"
+}
+
 # ------------------------------------------------------- k8s sources -------
 # Debian source version of kubernetes, e.g. 1.20.5+really1.20.2-1.
 fl_k8s_src_version() {

@@ -13,6 +13,8 @@ FL_NODE_APISERVER_URL=https://$FL_APISERVER_ADVERTISE:$FL_APISERVER_PORT
 
 FL_CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 FL_NODE_COMPONENTS=(containerd kubelet)
+# containerd 2: the kubelet's CRI calls go through the node's cri-proxy (FL_RUNTIME, lib.sh).
+[ "$FL_RUNTIME" != containerd2 ] || FL_NODE_COMPONENTS=(containerd cri-proxy kubelet)
 # A node's components are named by the node: node 1's `containerd` and `kubelet` (their PID files and
 # logs as they always were), node K's `containerd@faultlab-node-K` and `kubelet@faultlab-node-K`.
 # fl_node_comp BASE: the selected node's BASE component.
@@ -40,7 +42,7 @@ fl_on_comp_node() {
 # VM, the host runs the control plane and the VM (containerd and the kubelet run in the VM, started over
 # ssh); in the VM, the node's two; else the control plane, then each node's two.
 fl_components_list() {
-  local k
+  local k base
   if [ "$FL_IN_VM" = 1 ]; then
     FL_COMPONENTS=("${FL_NODE_COMPONENTS[@]}")
   elif [ "$FL_VM" = 1 ]; then
@@ -51,7 +53,7 @@ fl_components_list() {
       if [ "$k" = 1 ]; then
         FL_COMPONENTS+=("${FL_NODE_COMPONENTS[@]}")
       else
-        FL_COMPONENTS+=("containerd@$(fl_node_name "$k")" "kubelet@$(fl_node_name "$k")")
+        for base in "${FL_NODE_COMPONENTS[@]}"; do FL_COMPONENTS+=("$base@$(fl_node_name "$k")"); done
       fi
     done
   fi
@@ -64,7 +66,7 @@ fl_comp_pattern() {
     etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
     kube-apiserver | kube-controller-manager | kube-scheduler)
       echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
-    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
+    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
     vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
     *) die "unknown component $1" ;;
   esac
@@ -74,10 +76,16 @@ fl_comp_pattern() {
 # argument of each, fl_start_containerd and fl_kubelet_flags).
 fl_node_comp_pattern() {
   case $1 in
-    containerd) echo "^/usr/bin/containerd --config $FL_CTRD_CONF( |\$)" ;;
+    containerd) echo "^$(fl_ere_quote "$FL_CTRD_BIN_DIR")/containerd --config $FL_CTRD_CONF( |\$)" ;;
+    cri-proxy) echo "^$FL_CRI_BIN proxy --listen $FL_CRI_PROXY_SOCK " ;;
     kubelet) echo "^$FL_CACHE/k8s/[^ ]*/bin/kubelet --config=$FL_KUBELET_CONF " ;;
   esac
 }
+
+# fl_ere_quote TEXT: TEXT as a grep -E pattern that matches it literally (sid's containerd lives in
+# a directory named by its Debian version, 2.1.9+ds1-5: the + is no repetition there).
+# shellcheck disable=SC2001  # one sed class; ${v//} would need a pass per character
+fl_ere_quote() { sed -e 's/[][\.^$*+?(){}|]/\\&/g' <<<"$1"; }
 
 fl_pid_file() { printf '%s/%s.pid\n' "$FL_PIDS" "$1"; }
 fl_log_file() { printf '%s/%s.log\n' "$FL_LOG" "$1"; }
@@ -249,7 +257,7 @@ fl_ctr() {
   if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
     fl_vm_ssh ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
   else
-    ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
+    "$FL_CTRD_BIN_DIR/ctr" --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
   fi
 }
 
@@ -263,7 +271,10 @@ fl_health_apiserver() {
 }
 fl_health_controller_manager() { curl -ksS --max-time 3 https://127.0.0.1:10257/healthz | grep -qx ok; }
 fl_health_scheduler() { curl -ksS --max-time 3 https://127.0.0.1:10259/healthz | grep -qx ok; }
-fl_health_containerd() { fl_in_node ctr --address "$FL_CTRD_SOCK" --timeout 3s version; }
+fl_health_containerd() { fl_in_node "$FL_CTRD_BIN_DIR/ctr" --address "$FL_CTRD_SOCK" --timeout 3s version; }
+# The proxy answers the CRI and reaches containerd through it (faultlab-cri's calls are runtime.v1,
+# which the proxy passes on unchanged; the kubelet's v1alpha2 are renamed).
+fl_health_cri_proxy() { "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CRI_PROXY_SOCK" --timeout 3 version >/dev/null; }
 fl_health_kubelet() { fl_in_node curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -qx ok; }
 fl_node_ready() {
   [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
@@ -272,6 +283,7 @@ fl_node_ready() {
 fl_node_comp_health() {
   case $1 in
     containerd) fl_health_containerd ;;
+    cri-proxy) fl_health_cri_proxy ;;
     kubelet) fl_health_kubelet ;;
   esac
 }
@@ -282,7 +294,7 @@ fl_comp_health() {
     kube-apiserver) fl_health_apiserver ;;
     kube-controller-manager) fl_health_controller_manager ;;
     kube-scheduler) fl_health_scheduler ;;
-    containerd | kubelet | containerd@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_health ;;
+    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_health ;;
     vm) fl_health_vm ;;
   esac
 }

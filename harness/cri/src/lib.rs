@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub mod gofmt;
+pub mod proxy;
+pub mod relay;
 pub mod template;
 
 /// The messages, as in cri-api's `runtime/v1/api.proto`.

@@ -2,6 +2,8 @@
 //! queries (`images`, `inspecti`) and `pull`, with crictl's flags, config files and output formats, for nodes that
 //! have no crictl (the test bed, and faultlab's own kind node image, where it is installed as `crictl`
 //! for kind's `crictl images` and `crictl inspecti`). See this crate's library (`faultlab::cri` in faultlab).
+//! Also `proxy`: a CRI pass-through from `runtime.v1alpha2` (Kubernetes 1.20's kubelet) to
+//! `runtime.v1` (containerd 2.x), see `faultlab_cri::proxy`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -128,6 +130,21 @@ enum Command {
         #[arg(value_name = "IMAGE")]
         images: Vec<String>,
     },
+    /// Serve CRI on a socket for a kubelet that speaks only runtime.v1alpha2, forwarding each call to a
+    /// runtime that serves only runtime.v1 (method paths rewritten, all else passed through) until
+    /// SIGTERM or SIGINT. Ignores --runtime-endpoint, --image-endpoint and --timeout.
+    Proxy {
+        /// The socket to serve on (unix:///path or a path), made mode 0600; a stale socket there is
+        /// replaced, anything else there refused.
+        #[arg(long, value_name = "ENDPOINT")]
+        listen: String,
+        /// The runtime's socket (unix:///path or a path).
+        #[arg(long, value_name = "ENDPOINT")]
+        upstream: String,
+        /// One line per call on stderr: `<original path> -> <forwarded path> <grpc-status> <ms>ms`.
+        #[arg(long)]
+        log_calls: bool,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -151,6 +168,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Command::Proxy { listen, upstream, log_calls } = &cli.command {
+        let listen = cri::socket_path(listen)?;
+        let upstream = cri::socket_path(upstream)?;
+        let proxy = cri::proxy::Proxy::bind(&listen, &upstream)?.log_calls(*log_calls);
+        eprintln!("faultlab-cri proxy: listening on {}, forwarding to {} (runtime.v1alpha2 -> runtime.v1)", listen.display(), upstream.display());
+        proxy.serve_until_signal().await?;
+        return Ok(());
+    }
     // Read a config before connecting: a bad file is the user's error, whatever the runtime.
     let sandbox_config = match &cli.command {
         Command::Runp { config, .. } => {
@@ -278,6 +303,7 @@ async fn run(cli: Cli) -> Result<()> {
                 println!("{}", cri::render_status(&value, &output, &template)?);
             }
         }
+        Command::Proxy { .. } => unreachable!("served at the top of run"),
     }
     Ok(())
 }

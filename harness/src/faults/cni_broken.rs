@@ -8,9 +8,11 @@
 //! addresses reserved for containers that are gone, and let the kubelet retry.
 //!
 //! How: the fault reads where containerd's CRI plugin takes its CNI configuration from (containerd's
-//! config, `conf_dir`), the network that configuration names and its `host-local` address range, then
-//! writes a reservation, as host-local writes them (one file per address, named by the address, holding
-//! a container ID), for every free address and for the target pod's own, with an ID no container has:
+//! config, `conf_dir` at the key of the file's version: [`ContainerdConfig`]), the network that
+//! configuration names and its `host-local` address range (its reservations under the network's
+//! `ipam.dataDir`, host-local's default `/var/lib/cni/networks` if unset), then writes a reservation, as
+//! host-local writes them (one file per address, named by the address, holding a container ID), for
+//! every free address and for the target pod's own, with an ID no container has:
 //! when the pod is deleted its network teardown finds no reservation of its own to release, so its
 //! address stays taken too, exactly as a leak happens. The undo (journalled first) removes every
 //! reservation with that ID. Nothing else of the node changes: the CNI configuration stays as it is.
@@ -26,19 +28,23 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::cmd::{Cmd, Output};
-use crate::node::NodeProfile;
+use crate::node::{ContainerdConfig, NodeProfile};
 
 /// The container ID of the leaked reservations: no container has it, and the undo finds them by it.
 pub const LEAK_ID: &str = "faultlab-leaked-address";
 
 /// containerd's default CNI configuration directory (when its config does not set `conf_dir`).
-pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
+pub const DEFAULT_CONF_DIR: &str = crate::node::runtime::DEFAULT_CNI_CONF_DIR;
 
 /// host-local's default data directory (when the network's `ipam.dataDir` is not set).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 
 /// Where the test bed's network keeps them (its `ipam.dataDir`), for the footprint.
 pub const TESTBED_DATA_DIR: &str = "/var/lib/faultlab/cni/networks";
+
+/// Where kind's network, kindnet, keeps them (the `ipam.dataDir` of the conflist kindnetd writes,
+/// `images/kindnetd/cmd/kindnetd/cni.go` in kind v0.27), for the footprint.
+pub const KINDNET_DATA_DIR: &str = "/run/cni-ipam-state";
 
 /// The most addresses the fault will reserve: a range larger than this is not a node's pod range.
 pub const MAX_ADDRESSES: usize = 4096;
@@ -68,19 +74,12 @@ pub struct Network {
     pub range: String,
 }
 
-/// containerd's CNI configuration directory, from its config file (version 2).
-pub fn conf_dir(config: &str) -> Result<String, String> {
-    let table: toml::Table = config.parse().map_err(|e| format!("containerd's config is not TOML: {e}"))?;
-    let dir = table
-        .get("plugins")
-        .and_then(|p| p.get("io.containerd.grpc.v1.cri"))
-        .and_then(|c| c.get("cni"))
-        .and_then(|c| c.get("conf_dir"));
-    match dir {
-        None => Ok(DEFAULT_CONF_DIR.into()),
-        Some(toml::Value::String(d)) if d.starts_with('/') => Ok(d.clone()),
-        Some(other) => Err(format!("containerd's cni conf_dir is {other:?}, not an absolute path")),
-    }
+/// containerd's CNI configuration directory, from its config `file` (`config`, its text): the key of
+/// the file's version (`plugins."io.containerd.grpc.v1.cri".cni.conf_dir` in version 2,
+/// `plugins."io.containerd.cri.v1.runtime".cni.conf_dir` in version 3), else containerd's default. An
+/// error names the file and the field.
+pub fn conf_dir(file: &str, config: &str) -> Result<String, String> {
+    ContainerdConfig::parse(file, config).map(|c| c.cni_conf_dir().to_string()).map_err(|e| e.to_string())
 }
 
 /// The file containerd loads from a `ls -1` of the configuration directory: the first, by name, of
@@ -236,9 +235,13 @@ impl Fault for CniBroken {
         vec![("/pods".into(), serde_json::json!([{"metadata": {"name": "<pod>"}, "status": {"podIP": "198.18.0.2"}}]))]
     }
 
-    /// How many addresses faultlab left reserved, wherever host-local keeps them on a platform.
+    /// How many addresses faultlab left reserved, wherever host-local keeps them on a platform: its
+    /// default directory, the test bed's, and kindnet's (kind).
     fn footprint(_node: &NodeProfile) -> Vec<Probe> {
-        vec![Probe::new("leaked CNI addresses", format!("grep -rlsx -e '{LEAK_ID}' -e '{LEAK_ID}\r' {DEFAULT_DATA_DIR} {TESTBED_DATA_DIR} 2>/dev/null | wc -l"))]
+        vec![Probe::new(
+            "leaked CNI addresses",
+            format!("grep -rlsx -e '{LEAK_ID}' -e '{LEAK_ID}\r' {DEFAULT_DATA_DIR} {TESTBED_DATA_DIR} {KINDNET_DATA_DIR} 2>/dev/null | wc -l"),
+        )]
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
@@ -287,7 +290,7 @@ impl CniBroken {
         let check = |message: String| FaultError::Check { step: step.into(), message };
         let config = &ctx.node.profile.containerd.config;
         let text = ctx.run(step, Cmd::new(["cat", "--", config.as_str()])).await?.stdout;
-        let dir = conf_dir(&text).map_err(|e| check(format!("{config}: {e}")))?;
+        let dir = conf_dir(config, &text).map_err(check)?;
         let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
         let file = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;
         let path = format!("{dir}/{file}");
@@ -378,11 +381,31 @@ mod tests {
 
     #[test]
     fn containerds_conf_dir_or_its_default() {
-        assert_eq!(conf_dir("version = 2\n").unwrap(), "/etc/cni/net.d");
+        let file = "/etc/containerd/config.toml";
+        assert_eq!(conf_dir(file, "version = 2\n").unwrap(), "/etc/cni/net.d");
+        assert_eq!(conf_dir(file, "version = 3\n").unwrap(), "/etc/cni/net.d");
+        assert_eq!(conf_dir(file, "").unwrap(), "/etc/cni/net.d");
         let tb = "version = 2\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      conf_dir = \"/var/lib/faultlab/testbed/cni/net.d\"\n";
-        assert_eq!(conf_dir(tb).unwrap(), "/var/lib/faultlab/testbed/cni/net.d");
-        assert!(conf_dir("[plugins").unwrap_err().starts_with("containerd's config is not TOML"));
-        assert!(conf_dir("[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = 3\n").unwrap_err().contains("not an absolute path"));
+        assert_eq!(conf_dir(file, tb).unwrap(), "/var/lib/faultlab/testbed/cni/net.d");
+        let err = conf_dir(file, "[plugins").unwrap_err();
+        assert!(err.starts_with("containerd's config /etc/containerd/config.toml is not TOML"), "{err}");
+        let err = conf_dir(file, "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = 3\n").unwrap_err();
+        assert_eq!(err, "containerd's config /etc/containerd/config.toml: plugins.\"io.containerd.grpc.v1.cri\".cni.conf_dir is 3, not an absolute path");
+    }
+
+    /// containerd 2's own config (`version = 3`, the test bed's containerd 2 node's): the directory is
+    /// under the CRI runtime plugin; version 2's key in such a file is ignored, by containerd and here.
+    #[test]
+    fn containerd_2s_conf_dir_in_a_version_3_config() {
+        let file = "/var/lib/faultlab/testbed/containerd/config.toml";
+        let v3 = include_str!("../../tests/fixtures/containerd/testbed-v3.toml");
+        assert_eq!(conf_dir(file, v3).unwrap(), "/var/lib/faultlab/testbed/cni/net.d");
+        let v3 = "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = '/etc/kubernetes/cni/net.d'\n";
+        assert_eq!(conf_dir(file, v3).unwrap(), "/etc/kubernetes/cni/net.d");
+        let v2_key = "version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = \"/x\"\n";
+        assert_eq!(conf_dir(file, v2_key).unwrap(), "/etc/cni/net.d");
+        let err = conf_dir(file, "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".cni]\n  conf_dir = \"net.d\"\n").unwrap_err();
+        assert_eq!(err, format!("containerd's config {file}: plugins.\"io.containerd.cri.v1.runtime\".cni.conf_dir is \"net.d\", not an absolute path"));
     }
 
     #[test]

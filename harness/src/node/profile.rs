@@ -99,6 +99,10 @@ pub struct ContainerdProfile {
     pub sandbox_image: String,
     /// Node argv that restarts containerd and waits until it answers.
     pub restart: Vec<String>,
+    /// containerd's own `ctr` on the node, where it is not the one on the node's PATH (the test bed's
+    /// containerd 2 nodes: sid's ctr beside its containerd, bookworm's 1.6 on PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctr: Option<String>,
 }
 
 /// kubelet on the node.
@@ -286,7 +290,7 @@ impl NodeProfile {
         S: Into<String>,
     {
         let mut argv: Vec<String> = vec![
-            "ctr".into(),
+            self.containerd.ctr.clone().unwrap_or_else(|| "ctr".into()),
             "--address".into(),
             self.containerd.address.clone(),
             "-n".into(),

@@ -1,13 +1,22 @@
 //! `existing`: a kubeconfig context plus a node-access description (the test bed writes one).
+//!
+//! The platform (the expectations directory) is what the described nodes report, as on kind but
+//! named `k8s-...` ([`detect_platform`]); a description that names one must agree with it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::kind::{node_infos_known, platform_from_nodes};
 use super::{Cluster, Ownership, Provider, ProviderError};
-use crate::node::NodeProfile;
+use crate::kube_ops::Kube;
+use crate::node::{runtime, CgroupVersion, HostExecutor, Node, NodeProfile};
 use crate::record::{Channel, Recorder};
 use crate::testbed::{TestBed, TestBedKind};
+
+/// The first word of an existing cluster's platform name (kind's is `kind`).
+pub const PLATFORM_PREFIX: &str = "k8s";
 
 pub struct Existing {
     pub description: PathBuf,
@@ -55,8 +64,123 @@ impl Provider for Existing {
         Ok(cluster.nodes.clone())
     }
 
+    /// What the described nodes report ([`detect_platform`]), checked against the description.
+    async fn platform(&self, cluster: &Cluster, kube: &Kube) -> Result<String, ProviderError> {
+        let nodes: Vec<Node> = cluster.nodes.iter().filter_map(|p| Some(Node::new(p.clone(), p.access()?, Arc::new(HostExecutor)))).collect();
+        detect_platform(&self.description, &cluster.platform, kube, &nodes).await
+    }
+
     async fn collect_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder) -> Result<(), ProviderError> {
         rec.push(Channel::Note, format!("test-bed logs stay in /var/log/faultlab/testbed (not copied to {})", dir.display()));
         Ok(())
+    }
+}
+
+/// The platform of the cluster's described `nodes`: `k8s-<kubelet>-<runtime>-<runtime minor>[-cgroup2]-<arch>`
+/// from their `status.nodeInfo` (through the API; nodes the description does not name are left out)
+/// and their cgroup version (a command on each, [`runtime::cgroup_command`]). The description's
+/// `platform` (`described`, empty if it names none) must be the same: a different one is an error
+/// naming both and what each node reports.
+pub async fn detect_platform(description: &Path, described: &str, kube: &Kube, nodes: &[Node]) -> Result<String, ProviderError> {
+    let names: Vec<String> = nodes.iter().map(|n| n.name().to_string()).collect();
+    let infos = node_infos_known(kube, Some(&names)).await?;
+    if infos.is_empty() {
+        return Err(ProviderError::Platform { message: format!("the API lists none of the nodes {} describes ({})", description.display(), names.join(", ")) });
+    }
+    let rec = kube.recorder();
+    let cmd = runtime::cgroup_command();
+    let mut cgroups: Vec<(String, CgroupVersion)> = Vec::new();
+    for node in nodes.iter().filter(|n| infos.iter().any(|(name, _)| name == n.name())) {
+        rec.push(Channel::Node, crate::cmd::shell_join(&node.host_argv(&cmd)));
+        let out = node.run(&cmd).await.map_err(|source| ProviderError::ReadCgroup { node: node.name().into(), source })?;
+        let cgroup = runtime::parse_cgroup(&out.stdout).map_err(|source| ProviderError::CgroupVersion { node: node.name().into(), source })?;
+        cgroups.push((node.name().into(), cgroup));
+    }
+    let cgroup = cgroups[0].1;
+    if cgroups.iter().any(|(_, c)| *c != cgroup) {
+        let each: Vec<String> = cgroups.iter().map(|(n, c)| format!("{n}: {c}")).collect();
+        return Err(ProviderError::Platform { message: format!("the nodes differ in their cgroup version ({}): one snapshot directory per run", each.join("; ")) });
+    }
+    let platform = platform_from_nodes(PLATFORM_PREFIX, &infos, cgroup)?;
+    if !described.is_empty() && described != platform {
+        let each: Vec<String> = infos.iter().map(|(n, i)| format!("{n}: kubelet {}, {}, {}, {cgroup}", i.kubelet_version, i.container_runtime_version, i.architecture)).collect();
+        return Err(ProviderError::PlatformMismatch { description: description.to_owned(), described: described.into(), detected: platform, nodes: each.join("; ") });
+    }
+    let said = if described.is_empty() { format!("{} names none", description.display()) } else { format!("as {} says", description.display()) };
+    rec.push(
+        Channel::Note,
+        format!("platform {platform} (the nodes' kubelet, runtime and architecture, and their {cgroup}; {said}): events are compared with expectations/{platform}/<scenario>.snap"),
+    );
+    Ok(platform)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Output;
+    use crate::node::FakeExecutor;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{json, Value};
+
+    fn node_json(name: &str, runtime: &str, arch: &str) -> Value {
+        json!({"metadata": {"name": name}, "status": {"nodeInfo": {"kubeletVersion": "v1.20.2", "containerRuntimeVersion": runtime, "architecture": arch,
+            "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "", "kubeProxyVersion": "", "operatingSystem": "linux"}}})
+    }
+
+    /// The test bed's node (from the sample profile) on a mock API that lists `items`, its cgroup
+    /// command answered with `cgroup`.
+    async fn detect(described: &str, items: Vec<Value>, cgroup: &str) -> (Result<String, ProviderError>, Vec<String>, Vec<String>) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let rec = Recorder::default();
+        let kube = Kube::new(kube::Client::new(service, "default"), rec.clone());
+        let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items});
+        let server = tokio::spawn(async move {
+            let (req, send) = handle.next_request().await.unwrap();
+            assert_eq!((req.method().as_str(), req.uri().path()), ("GET", "/api/v1/nodes"));
+            send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
+        });
+        let fake = FakeExecutor::new();
+        fake.respond("proc-cgroup", Output::ok(cgroup));
+        let profile = crate::testbed::tests::sample_profile();
+        let node = Node::new(profile.clone(), profile.access().unwrap(), fake.clone());
+        let platform = detect_platform(Path::new("/var/lib/faultlab/testbed/testbed.yaml"), described, &kube, &[node]).await;
+        server.await.unwrap();
+        (platform, fake.lines(), rec.entries().into_iter().map(|e| e.line).collect())
+    }
+
+    const V1: &str = "sysfs\n\n@@faultlab proc-cgroup\n12:pids:/\n1:name=systemd:/\n";
+
+    #[tokio::test]
+    async fn the_test_beds_platform_is_what_its_node_reports() {
+        let (platform, lines, notes) = detect("k8s-1.20-containerd-1.6-amd64", vec![node_json("faultlab-node", "containerd://1.6.20~ds1", "amd64")], V1).await;
+        assert_eq!(platform.unwrap(), "k8s-1.20-containerd-1.6-amd64");
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].starts_with("ip netns exec faultlab-node timeout -k 5 60 sh -c 'stat -fc %T /sys/fs/cgroup"), "{lines:?}");
+        assert!(notes.iter().any(|n| n.starts_with("platform k8s-1.20-containerd-1.6-amd64 (") && n.contains("as /var/lib/faultlab/testbed/testbed.yaml says")), "{notes:?}");
+        // A node the description does not name is not the run's: what it reports does not count.
+        let other = vec![node_json("faultlab-node", "containerd://2.1.9+unknown", "amd64"), node_json("someone-elses", "cri-o://1.33.1", "arm64")];
+        let (platform, _, _) = detect("", other, V1).await;
+        assert_eq!(platform.unwrap(), "k8s-1.20-containerd-2.1-amd64", "a description without a platform: the node names it");
+    }
+
+    #[tokio::test]
+    async fn a_description_that_names_another_platform_is_an_error_naming_both() {
+        let (platform, _, _) = detect("k8s-1.20-containerd-1.6-amd64", vec![node_json("faultlab-node", "containerd://1.6.20~ds1", "amd64")], "cgroup2fs\n").await;
+        assert_eq!(
+            platform.unwrap_err().to_string(),
+            "/var/lib/faultlab/testbed/testbed.yaml names platform k8s-1.20-containerd-1.6-amd64, but its nodes report k8s-1.20-containerd-1.6-cgroup2-amd64 \
+             (faultlab-node: kubelet v1.20.2, containerd://1.6.20~ds1, amd64, cgroup v2): correct its `platform`, or remove it and the nodes name the platform"
+        );
+        let (platform, _, _) = detect("k8s-1.20-containerd-1.6-amd64", vec![node_json("faultlab-node", "containerd://2.1.9", "amd64")], V1).await;
+        assert!(platform.unwrap_err().to_string().contains("but its nodes report k8s-1.20-containerd-2.1-amd64"));
+        let (platform, _, _) = detect("k8s-1.20-containerd-1.6-amd64", vec![node_json("elsewhere", "containerd://1.6.20", "amd64")], V1).await;
+        assert_eq!(
+            platform.unwrap_err().to_string(),
+            "cannot tell the cluster's platform: the API lists none of the nodes /var/lib/faultlab/testbed/testbed.yaml describes (faultlab-node)"
+        );
+        let (platform, _, _) = detect("", vec![node_json("faultlab-node", "containerd://1.6.20", "amd64")], "sysfs\n").await;
+        let err = platform.unwrap_err().to_string();
+        assert!(err.starts_with("cannot tell the cluster's platform: node faultlab-node: cannot tell the cgroup version: `stat -fc %T /sys/fs/cgroup` printed \"sysfs\""), "{err}");
     }
 }

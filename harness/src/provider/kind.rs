@@ -8,7 +8,8 @@
 //!
 //! The node image is the one pinned in the config or `--node-image`; before `kind create` its labels
 //! (`docker image inspect`) say which images and CRI client it holds ([`NodeImage`]). After create,
-//! the nodes' `status.nodeInfo`, read through the API, names the platform ([`platform_from_nodes`]).
+//! the nodes' `status.nodeInfo`, read through the API, names the platform ([`platform_from_nodes`]),
+//! with the cgroup version a node reads (`-cgroup2` before the architecture on cgroup v2).
 //! A fault's room on the host's disk is checked under Docker's root before anything is created.
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use serde_json::{json, Value};
 use super::{Cluster, Host, Ownership, Provider, ProviderError};
 use crate::cmd::{self, Cmd};
 use crate::kube_ops::Kube;
-use crate::node::{ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile};
+use crate::node::{runtime, CgroupVersion, ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile};
 use crate::record::{Channel, Recorder};
 
 /// kind's label on node containers.
@@ -309,12 +310,15 @@ pub fn inspect_labels_argv(image: &str) -> Vec<String> {
     ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image].map(String::from).to_vec()
 }
 
-/// The platform name of a kind cluster from what its nodes report in `status.nodeInfo`:
-/// `kind-<k8s major.minor>-<runtime>-<runtime major.minor>-<arch>`, e.g. `kind-1.20-containerd-1.6-amd64`
-/// from kubelet `v1.20.2`, runtime `containerd://1.6.20` and architecture `amd64`. Each entry is a node's
-/// name and info. A value that does not read so is an error naming the node and the value; nodes that
-/// report different platforms are an error too (one snapshot directory per run).
-pub fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String, ProviderError> {
+/// The platform name of a cluster from what its nodes report in `status.nodeInfo` and their cgroup
+/// version: `<prefix>-<k8s major.minor>-<runtime>-<runtime major.minor>[-cgroup2]-<arch>`, e.g.
+/// `kind-1.20-containerd-1.6-amd64` from kubelet `v1.20.2`, runtime `containerd://1.6.20`, architecture
+/// `amd64` and cgroup v1 (prefix `kind` on kind, `k8s` on the test bed and other existing clusters;
+/// `-cgroup2` on cgroup v2, nothing on v1, so the names of expectations recorded there stay as they
+/// were). Each entry is a node's name and info. A value that does not read so is an error naming the
+/// node and the value; nodes that report different platforms are an error too (one snapshot directory
+/// per run).
+pub fn platform_from_nodes(prefix: &str, nodes: &[(String, NodeSystemInfo)], cgroup: CgroupVersion) -> Result<String, ProviderError> {
     /// `v1.20.2`, `1.6.20`, `2.0.2-rc.1`, `1.7.0+unknown` -> `1.20`, `1.6`, `2.0`, `1.7`.
     fn minor(v: &str) -> Option<String> {
         let v = v.strip_prefix('v').unwrap_or(v);
@@ -343,7 +347,7 @@ pub fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String,
         if !word(&info.architecture) {
             return Err(bad("architecture", &info.architecture));
         }
-        let name = format!("kind-{kubelet}-{rt}-{rt_minor}-{}", info.architecture);
+        let name = format!("{prefix}-{kubelet}-{rt}-{rt_minor}{}-{}", cgroup.platform_part(), info.architecture);
         if !names.contains(&name) {
             names.push(name);
         }
@@ -363,25 +367,29 @@ pub fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String,
 /// (every 10 s) asks again. On a shared cluster the next scenario can start inside that window.
 pub const RUNTIME_VERSION_UNKNOWN: &str = "://Unknown";
 
-/// How long [`platform_from_api`] waits for every node's runtime version to be known again.
+/// How long [`node_infos_known`] waits for every node's runtime version to be known again.
 pub const RUNTIME_VERSION_WAIT: Duration = Duration::from_secs(60);
 
-/// The platform, from every node's `status.nodeInfo` as the API server has it (`GET /api/v1/nodes`
-/// through the run's client): see [`platform_from_nodes`]. While a node reports its runtime's version
-/// as unknown ([`RUNTIME_VERSION_UNKNOWN`]) the nodes are asked again, every 2 s for up to
+/// Every node's name and `status.nodeInfo` as the API server has it (`GET /api/v1/nodes` through the
+/// run's client), what [`platform_from_nodes`] names the platform from; only the nodes named in `of`,
+/// if given (a description's). While a node reports its runtime's version as unknown
+/// ([`RUNTIME_VERSION_UNKNOWN`]) the nodes are asked again, every 2 s for up to
 /// [`RUNTIME_VERSION_WAIT`]; then the version as it stands is the error.
-pub async fn platform_from_api(kube: &Kube) -> Result<String, ProviderError> {
-    platform_from_api_within(kube, RUNTIME_VERSION_WAIT, Duration::from_secs(2)).await
+pub async fn node_infos_known(kube: &Kube, of: Option<&[String]>) -> Result<Vec<(String, NodeSystemInfo)>, ProviderError> {
+    node_infos_within(kube, of, RUNTIME_VERSION_WAIT, Duration::from_secs(2)).await
 }
 
-async fn platform_from_api_within(kube: &Kube, wait: Duration, every: Duration) -> Result<String, ProviderError> {
+async fn node_infos_within(kube: &Kube, of: Option<&[String]>, wait: Duration, every: Duration) -> Result<Vec<(String, NodeSystemInfo)>, ProviderError> {
     let deadline = tokio::time::Instant::now() + wait;
     let mut said = false;
     loop {
-        let infos = node_infos(kube).await?;
+        let mut infos = node_infos(kube).await?;
+        if let Some(of) = of {
+            infos.retain(|(name, _)| of.contains(name));
+        }
         let unknown = infos.iter().find(|(_, i)| i.container_runtime_version.ends_with(RUNTIME_VERSION_UNKNOWN));
         let Some((node, info)) = unknown else {
-            return platform_from_nodes(&infos);
+            return Ok(infos);
         };
         if tokio::time::Instant::now() >= deadline {
             return Err(ProviderError::Platform {
@@ -447,7 +455,17 @@ impl Kind {
 
     /// What a plan names as the platform: the nodes decide it once they run.
     pub fn planned_platform(&self) -> String {
-        format!("kind-<kubelet minor>-<runtime>-<runtime minor>-{} (from the nodes once they run)", self.arch.as_str())
+        format!("kind-<kubelet minor>-<runtime>-<runtime minor>[-cgroup2]-{} (from the nodes once they run; -cgroup2 where a node's /sys/fs/cgroup is cgroup v2)", self.arch.as_str())
+    }
+
+    /// The cgroup version of the cluster's nodes, read on the first (kind's nodes share this host's
+    /// kernel and its cgroup hierarchy): [`runtime::cgroup_command`] through `docker exec`.
+    async fn cgroup_version(&self, cluster: &Cluster, rec: &Recorder) -> Result<CgroupVersion, ProviderError> {
+        let node = cluster.nodes.first().ok_or_else(|| ProviderError::Platform { message: "the cluster lists no node to read the cgroup version on".into() })?;
+        let access = node.access().unwrap_or_else(|| NodeAccess::Docker { container: node.name.clone() });
+        let cmd = runtime::cgroup_command();
+        let out = self.host.run(rec, access.wrap(&cmd), NodeAccess::host_timeout(&cmd)).await.map_err(|source| ProviderError::ReadCgroup { node: node.name.clone(), source })?;
+        runtime::parse_cgroup(&out.stdout).map_err(|source| ProviderError::CgroupVersion { node: node.name.clone(), source })
     }
 
     /// The node image: `--node-image`, else the one pinned in `kind-configs/<arch>.yaml`.
@@ -529,6 +547,7 @@ impl Kind {
                 config: "/etc/containerd/config.toml".into(),
                 sandbox_image: sandbox.clone(),
                 restart: vec!["systemctl".into(), "restart".into(), "containerd".into()],
+                ctr: None,
             },
             kubelet: KubeletProfile {
                 root_dir: "/var/lib/kubelet".into(),
@@ -762,10 +781,16 @@ impl Provider for Kind {
         Ok(cluster)
     }
 
-    /// What the nodes report through the API server: see [`platform_from_api`].
-    async fn platform(&self, _cluster: &Cluster, kube: &Kube) -> Result<String, ProviderError> {
-        let platform = platform_from_api(kube).await?;
-        kube.recorder().push(Channel::Note, format!("platform {platform} (the nodes' kubelet, runtime and architecture): events are compared with expectations/{platform}/<scenario>.snap"));
+    /// What the nodes report through the API server ([`node_infos_known`]), and the cgroup version a
+    /// node reads: see [`platform_from_nodes`]. The API first: a cluster it cannot reach fails there.
+    async fn platform(&self, cluster: &Cluster, kube: &Kube) -> Result<String, ProviderError> {
+        let infos = node_infos_known(kube, None).await?;
+        let cgroup = self.cgroup_version(cluster, kube.recorder()).await?;
+        let platform = platform_from_nodes("kind", &infos, cgroup)?;
+        kube.recorder().push(
+            Channel::Note,
+            format!("platform {platform} (the nodes' kubelet, runtime and architecture, and their {cgroup}): events are compared with expectations/{platform}/<scenario>.snap"),
+        );
         Ok(platform)
     }
 
@@ -1049,6 +1074,11 @@ mod tests {
         infos.iter().enumerate().map(|(i, (k, r, a))| (format!("node-{i}"), info(k, r, a))).collect()
     }
 
+    /// kind's platform names on cgroup v1: what they always were.
+    fn platform_from_nodes(nodes: &[(String, NodeSystemInfo)]) -> Result<String, ProviderError> {
+        super::platform_from_nodes("kind", nodes, CgroupVersion::V1)
+    }
+
     #[test]
     fn the_platform_is_what_the_nodes_report() {
         // This project's kind node image (ci/kind/), and kindest/node v1.32.2 with containerd 2.0.
@@ -1057,6 +1087,17 @@ mod tests {
         assert_eq!(platform_from_nodes(&two).unwrap(), "kind-1.32-containerd-2.0-arm64");
         // Pre-release and build suffixes, and other runtimes, read the same way.
         assert_eq!(platform_from_nodes(&nodes(&[("v1.33.0-rc.1+abc", "cri-o://1.33.1", "amd64")])).unwrap(), "kind-1.33-cri-o-1.33-amd64");
+    }
+
+    /// On cgroup v2 the name says so before the architecture; the test bed's names begin with `k8s`.
+    #[test]
+    fn the_platform_carries_cgroup_v2_and_the_prefix() {
+        let kind = nodes(&[("v1.32.2", "containerd://2.0.2", "amd64")]);
+        assert_eq!(super::platform_from_nodes("kind", &kind, CgroupVersion::V2).unwrap(), "kind-1.32-containerd-2.0-cgroup2-amd64");
+        let bed = nodes(&[("v1.20.2", "containerd://1.6.20~ds1", "amd64")]);
+        assert_eq!(super::platform_from_nodes("k8s", &bed, CgroupVersion::V1).unwrap(), "k8s-1.20-containerd-1.6-amd64");
+        let bed2 = nodes(&[("v1.20.2", "containerd://2.1.9+unknown", "arm64")]);
+        assert_eq!(super::platform_from_nodes("k8s", &bed2, CgroupVersion::V2).unwrap(), "k8s-1.20-containerd-2.1-cgroup2-arm64");
     }
 
     #[test]
@@ -1094,7 +1135,7 @@ mod tests {
                 assert_eq!((req.method().as_str(), req.uri().path()), ("GET", "/api/v1/nodes"));
                 send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
             });
-            let platform = platform_from_api(&kube).await;
+            let platform = node_infos_known(&kube, None).await.and_then(|infos| platform_from_nodes(&infos));
             server.await.unwrap();
             platform
         }
@@ -1108,6 +1149,40 @@ mod tests {
         assert_eq!(err, "cannot tell the cluster's platform: node faultlab-x-worker reports no status.nodeInfo");
         let err = answer(list(vec![])).await.unwrap_err().to_string();
         assert!(err.contains("the API lists no nodes"), "{err}");
+    }
+
+    /// The platform as a run asks it: the nodes through the API, then the cgroup version through
+    /// `docker exec` on the first node (a plan's host answers for the node).
+    #[tokio::test]
+    async fn the_platform_reads_the_cgroup_version_on_a_node() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        async fn platform(cgroup: &'static str) -> (Result<String, ProviderError>, Vec<String>) {
+            let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let rec = Recorder::default();
+            let kube = Kube::new(kube::Client::new(service, "default"), rec.clone());
+            let server = tokio::spawn(async move {
+                let (req, send) = handle.next_request().await.unwrap();
+                assert_eq!(req.uri().path(), "/api/v1/nodes");
+                let list = json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [{"metadata": {"name": "faultlab-t-abcde-control-plane"}, "status": {"nodeInfo": {
+                    "kubeletVersion": "v1.32.2", "containerRuntimeVersion": "containerd://2.0.2", "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": "",
+                    "kernelVersion": "", "osImage": "", "kubeProxyVersion": "", "operatingSystem": "linux"}}}]});
+                send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
+            });
+            let mut k = kind(Arch::Amd64, KindNeeds::default());
+            k.host = std::sync::Arc::new(crate::provider::PlannedHost::new(vec![("proc-cgroup", crate::cmd::Output::ok(cgroup))]));
+            let cluster = Cluster { nodes: vec![k.node_profile("faultlab-t-abcde-control-plane")], ..k.cluster() };
+            let platform = Provider::platform(&k, &cluster, &kube).await;
+            server.await.unwrap();
+            (platform, rec.entries().into_iter().map(|e| e.line).collect())
+        }
+        let (p, lines) = platform("cgroup2fs\n").await;
+        assert_eq!(p.unwrap(), "kind-1.32-containerd-2.0-cgroup2-amd64");
+        let exec = lines.iter().position(|l| l.starts_with("docker exec faultlab-t-abcde-control-plane timeout -k 5 60 sh -c ")).unwrap_or_else(|| panic!("{lines:?}"));
+        assert!(lines[exec + 1..].iter().any(|l| l.starts_with("platform kind-1.32-containerd-2.0-cgroup2-amd64 (") && l.contains("cgroup v2")), "{lines:?}");
+        assert_eq!(platform("tmpfs\n").await.0.unwrap(), "kind-1.32-containerd-2.0-amd64", "cgroup v1: the name as it always was");
+        let err = platform("").await.0.unwrap_err().to_string();
+        assert!(err.starts_with("cannot tell the cluster's platform: node faultlab-t-abcde-control-plane: cannot tell the cgroup version"), "{err}");
     }
 
     /// A node whose kubelet could not ask containerd (restarting) reports `containerd://Unknown` until
@@ -1136,7 +1211,7 @@ mod tests {
                 }
                 asked
             });
-            let platform = platform_from_api_within(&kube, wait, Duration::from_millis(10)).await;
+            let platform = node_infos_within(&kube, None, wait, Duration::from_millis(10)).await.and_then(|infos| platform_from_nodes(&infos));
             drop(kube);
             let notes = rec.entries().into_iter().map(|e| e.line).collect();
             (platform, server.await.unwrap(), notes)

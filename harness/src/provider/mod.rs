@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::cmd::{self, CmdError, Output};
 use crate::datafile::DataFileError;
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::NodeProfile;
+use crate::node::{NodeProfile, RuntimeError};
 use crate::record::{Channel, Recorder};
 
 pub mod existing;
@@ -75,6 +75,20 @@ pub enum ProviderError {
         #[source]
         source: KubeError,
     },
+    #[error("cannot tell the cluster's platform: reading the cgroup version of node {node} failed: {source}")]
+    ReadCgroup {
+        node: String,
+        #[source]
+        source: CmdError,
+    },
+    #[error("cannot tell the cluster's platform: node {node}: {source}")]
+    CgroupVersion {
+        node: String,
+        #[source]
+        source: RuntimeError,
+    },
+    #[error("{} names platform {described}, but its nodes report {detected} ({nodes}): correct its `platform`, or remove it and the nodes name the platform", description.display())]
+    PlatformMismatch { description: PathBuf, described: String, detected: String, nodes: String },
     #[error("not enough room on the host's disk: {message}")]
     HostDisk { message: String },
     #[error("asking Docker for its root directory (to check the host's free space) failed: {source}")]
@@ -113,7 +127,8 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub context: String,
     /// Names the expectations directory, e.g. `k8s-1.20-containerd-1.6-amd64`. A kind cluster has none until
-    /// [`Provider::platform`] has asked its nodes (a plan shows what decides it).
+    /// [`Provider::platform`] has asked its nodes (a plan shows what decides it); an existing one has
+    /// what its description says (if anything), which [`Provider::platform`] checks against its nodes.
     pub platform: String,
     pub nodes: Vec<NodeProfile>,
     pub ownership: Ownership,
@@ -226,7 +241,8 @@ pub trait Provider: Send + Sync {
     async fn nodes(&self, cluster: &Cluster, rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError>;
 
     /// The platform name (the expectations directory), once a client can reach the cluster. Default:
-    /// the one `create` found (the test bed's description names it); kind asks the nodes.
+    /// the one `provision` found; kind and existing ask the nodes (their `status.nodeInfo` through the
+    /// API, and a node's cgroup version: `-cgroup2` before the architecture on cgroup v2).
     async fn platform(&self, cluster: &Cluster, _kube: &Kube) -> Result<String, ProviderError> {
         Ok(cluster.platform.clone())
     }
