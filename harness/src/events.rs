@@ -332,6 +332,22 @@ impl Normaliser {
                 r"failed to create prepare snapshot dir: (?:failed to create temp dir: )?mkdir (\S+)/new-<n>(?:/fs)?: ",
                 "failed to create prepare snapshot dir: mkdir ${1}/new-<n>[/fs]: ",
             ),
+            // On a full disk, which of containerd's first writes for a new sandbox fails is a matter of
+            // which needs a block first: the snapshot's directories (the only one containerd 1.6 was seen
+            // to fail) or, with containerd 2, the sandbox's record in its metadata store (bolt grows its
+            // file) or the sandbox's root directory (all three seen on the containerd 2 test bed for
+            // disk-full, one run to the next). Any of them reads as one.
+            (
+                r#"desc = (?:failed to start sandbox "<id>": )?(?:unable to save sandbox "<id>" to sandbox store: write (\S+)/io\.containerd\.metadata\.v1\.bolt/meta\.db|failed to create containerd container: failed to create prepare snapshot dir: mkdir (\S+)/io\.containerd\.snapshotter\.v1\.overlayfs/snapshots/new-<n>\[/fs\]|failed to create sandbox root directory "(\S+)/io\.containerd\.grpc\.v1\.cri/sandboxes/<id>": mkdir \S+): no space left on device"#,
+                "desc = <a write of the new sandbox under ${1}${2}${3}>: no space left on device",
+            ),
+            // Newer kubelets' words for the same thing, within one platform name (scenarios/
+            // platform-wording.md): `Created container: app` arrived in patch releases of 1.29 to 1.31
+            // (1.20 and older patches say `Created container app`); the pulled image's size (1.30 on)
+            // is the image's, not the fault's; client-go's aggregator prefixes an event it folded.
+            (r"^Created container: ", "Created container "),
+            (r"Image size: \d+ bytes", "Image size: <n> bytes"),
+            (r"^\(combined from similar events\): ", ""),
         ];
         let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
         // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
@@ -636,6 +652,31 @@ mod tests {
             ("Created container k8s app", "Created container k8s app"),
             (r#"pod: "web-6d4cf56db6-tbkl8_fl-pause-missing-x7k2p(0b5bd2a6-4c52-4b8d-a1e2-5cc3c5be61f0)""#, r#"pod: "web-<hash>-<id>_<namespace>(<uid>)""#),
             ("worker-0_ns", "worker-0_ns"),
+            // disk-full: whichever of containerd's writes for the sandbox met the full disk.
+            (
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to create containerd container: failed to create prepare snapshot dir: mkdir /var/lib/faultlab/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-77/fs: no space left on device",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = <a write of the new sandbox under /var/lib/faultlab/containerd>: no space left on device",
+            ),
+            (
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to start sandbox \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\": failed to create containerd container: failed to create prepare snapshot dir: mkdir /var/lib/faultlab/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/new-77: no space left on device",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = <a write of the new sandbox under /var/lib/faultlab/containerd>: no space left on device",
+            ),
+            (
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = unable to save sandbox \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\" to sandbox store: write /var/lib/faultlab/containerd/io.containerd.metadata.v1.bolt/meta.db: no space left on device",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = <a write of the new sandbox under /var/lib/faultlab/containerd>: no space left on device",
+            ),
+            (
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to start sandbox \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\": failed to create sandbox root directory \"/var/lib/faultlab/containerd/io.containerd.grpc.v1.cri/sandboxes/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\": mkdir /var/lib/faultlab/containerd/io.containerd.grpc.v1.cri/sandboxes/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef: no space left on device",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = <a write of the new sandbox under /var/lib/faultlab/containerd>: no space left on device",
+            ),
+            // Newer kubelets (platform-wording.md N1, N3, N4).
+            ("Created container: app", "Created container app"),
+            ("Pulled: Created container: app", "Pulled: Created container: app"),
+            (
+                "Successfully pulled image \"busybox:1\" in 1.2s (1.5s including waiting). Image size: 2155744 bytes.",
+                "Successfully pulled image \"busybox:1\" in <duration> (<duration> including waiting). Image size: <n> bytes.",
+            ),
+            ("(combined from similar events): Back-off 10s restarting failed container", "Back-off <duration> restarting failed container"),
         ];
         for (input, want) in cases {
             assert_eq!(n.text(input), want);
