@@ -15,29 +15,9 @@ fl_write_containerd_config() {
 
 # containerd 1.6's configuration, `version = 2`.
 fl_write_containerd_config_v2() {
-  fl_write_if_changed "$FL_CTRD_CONF" <<EOC
-# faultlab test bed: containerd of the node $FL_NODE (runs in network namespace $FL_NETNS).
-version = 2
-root = "$FL_CTRD_ROOT"
-state = "$FL_CTRD_STATE"
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "$FL_CTRD_SOCK"
-
-[ttrpc]
-  address = ""
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$FL_CTRD_OPT"
+  {
+    fl_containerd_config_head 2 containerd '"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"'
+    cat <<EOC
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "$FL_PAUSE_REF"
     restrict_oom_score_adj = true
@@ -60,35 +40,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       # Per-registry hosts.toml and CAs (a scenario's registry puts its own here).
       config_path = "$FL_CTRD_HOSTS_DIR"
 EOC
+  } | fl_write_if_changed "$FL_CTRD_CONF"
 }
 
 # containerd 2's configuration, `version = 3`: the same settings under the CRI plugin's 2.x names
 # (images: sandbox image, snapshotter, registry hosts; runtime: runc, CNI, OOM score). NRI, on by
 # default in 2.x, is off: it would make /var/run/nri on the host. runc is bookworm's (FL_RUNC).
 fl_write_containerd2_config() {
-  fl_write_if_changed "$FL_CTRD_CONF" <<EOC
-# faultlab test bed: containerd 2 of the node $FL_NODE (runs in network namespace $FL_NETNS).
-version = 3
-root = "$FL_CTRD_ROOT"
-state = "$FL_CTRD_STATE"
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
-
-[grpc]
-  address = "$FL_CTRD_SOCK"
-
-[ttrpc]
-  address = ""
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$FL_CTRD_OPT"
+  {
+    fl_containerd_config_head 3 "containerd 2" '"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"'
+    cat <<EOC
   [plugins."io.containerd.cri.v1.images"]
     snapshotter = "overlayfs"
     [plugins."io.containerd.cri.v1.images".pinned_images]
@@ -114,6 +75,37 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri"]
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
+EOC
+  } | fl_write_if_changed "$FL_CTRD_CONF"
+}
+
+# fl_containerd_config_head VERSION NAME DISABLED: the part of the selected node's containerd config that
+# both versions share (its paths, its socket, no other listener), up to [plugins] and the opt plugin;
+# DISABLED is the list of plugins it does not load, as TOML strings.
+fl_containerd_config_head() {
+  cat <<EOC
+# faultlab test bed: $2 of the node $FL_NODE (runs in network namespace $FL_NETNS).
+version = $1
+root = "$FL_CTRD_ROOT"
+state = "$FL_CTRD_STATE"
+oom_score = 0
+disabled_plugins = [$3]
+
+[grpc]
+  address = "$FL_CTRD_SOCK"
+
+[ttrpc]
+  address = ""
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$FL_CTRD_OPT"
 EOC
 }
 

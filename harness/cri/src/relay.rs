@@ -105,6 +105,13 @@ impl Frame {
         out.extend_from_slice(&self.payload);
     }
 
+    /// The frame as bytes on the wire, on their own.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.payload.len() + 9);
+        self.encode(&mut bytes);
+        bytes
+    }
+
     fn kind_name(&self) -> &'static str {
         match self.kind {
             HEADERS => "HEADERS",
@@ -318,11 +325,7 @@ where
         let mut decoder = loona_hpack::Decoder::new();
         while let Some(item) = next_item(&mut client_r, Side::Client).await? {
             let bytes = match item {
-                Item::Frame(frame) => {
-                    let mut bytes = Vec::with_capacity(frame.payload.len() + 9);
-                    frame.encode(&mut bytes);
-                    bytes
-                }
+                Item::Frame(frame) => frame.to_bytes(),
                 Item::Block { first, .. } if first.kind != HEADERS => {
                     return Err(RelayError::Malformed { side: Side::Client, kind: "PUSH_PROMISE", stream: first.stream, message: "a client never pushes".into() });
                 }
@@ -351,11 +354,7 @@ where
                 let mut decoder = loona_hpack::Decoder::new();
                 while let Some(item) = next_item(&mut runtime_r, Side::Runtime).await? {
                     let bytes = match item {
-                        Item::Frame(frame) => {
-                            let mut bytes = Vec::with_capacity(frame.payload.len() + 9);
-                            frame.encode(&mut bytes);
-                            bytes
-                        }
+                        Item::Frame(frame) => frame.to_bytes(),
                         Item::Block { first, block, raw, .. } => {
                             let headers = decoder
                                 .decode(&block)
