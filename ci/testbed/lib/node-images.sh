@@ -109,7 +109,8 @@ fl_write_node_package() {
   tar=$(fl_image_build "$FL_TESTBED_DIR/images/pause")
   tmp=$(mktemp -d)
   cp "$tar" "$tmp/pause-3.1.tar"
-  mkdir -p "$(dirname "$FL_NODE_PACKAGE")"
+  # (No directory of the package's is made on the host here: with the node in a VM the package goes
+  # there, and a host directory made anyway was left after down, which had not recorded it.)
   tar --create --directory "$tmp" --owner=0 --group=0 --numeric-owner --mtime=@0 --format=ustar pause-3.1.tar |
     gzip -n -9 >"$tmp/pause-3.1.tgz"
   if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
