@@ -115,9 +115,12 @@ fl_install_containerd2() {
     awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
   [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot read Debian sid's containerd from its mirror"
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"
+  # apt downloads as its unprivileged _apt user, as it does into the system's own lists and cache:
+  # the directories it writes are that user's (root's where Debian's apt has no such user).
+  if id _apt >/dev/null 2>&1; then chown _apt:root "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"; fi
   printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s sid main\n' "${uri%/}" >"$apt/sources.list"
   opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root)
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache")
   log "containerd 2: reading Debian sid's package lists (into $apt)"
   apt-get "${opts[@]}" update -qq || die "apt-get update of Debian sid's lists (into $apt) failed"
   rm -f "$apt/download"/containerd_*.deb
