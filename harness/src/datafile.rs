@@ -91,7 +91,7 @@ pub fn read_text(path: &Path) -> Result<String, DataFileError> {
 }
 
 /// What a non-regular file is, for messages; `None` for a regular file.
-fn file_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+pub fn file_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_file() {

@@ -62,6 +62,7 @@ pub fn suite_page(report: &SuiteReport, title: &str) -> String {
         passed: count(Status::Passed),
         failed: count(Status::Failed),
         ignored: count(Status::Ignored),
+        new_snapshots: report.new_snapshots().len(),
         phases: Phase::ALL.iter().map(|p| p.as_str()).collect(),
         runs,
     };
@@ -78,6 +79,8 @@ struct Page<'a> {
     passed: usize,
     failed: usize,
     ignored: usize,
+    /// How many scenarios had no reviewed snapshot on their platform.
+    new_snapshots: usize,
     phases: Vec<&'static str>,
     runs: Vec<Run<'a>>,
 }
@@ -96,6 +99,8 @@ struct Run<'a> {
     error: Option<&'a str>,
     failed_phase: Option<&'static str>,
     snapshot: &'a SnapshotResult,
+    /// `matched`, `changed` or `new`; empty when the events were not compared.
+    snapshot_status: &'static str,
     teardown_errors: &'a [String],
     logs: Option<&'a str>,
     /// Each note's first line, and the rest (a node's state difference) to show as written.
@@ -123,7 +128,7 @@ impl<'a> Run<'a> {
             ("own time", own_time(&r.timings)),
         ];
         facts.retain(|(_, v)| !v.is_empty());
-        let snapshot_error = matches!(&r.snapshot, SnapshotResult::Mismatched(d) if r.error.as_ref() == Some(d));
+        let snapshot_error = matches!(&r.snapshot, SnapshotResult::Changed(d) | SnapshotResult::New(d) if r.error.as_ref() == Some(d));
         Run {
             id,
             name: &r.scenario,
@@ -135,6 +140,7 @@ impl<'a> Run<'a> {
             error: r.error.as_deref().filter(|_| !snapshot_error),
             failed_phase: r.failed_phase.map(Phase::as_str),
             snapshot: &r.snapshot,
+            snapshot_status: r.snapshot.status().map_or("", crate::snapshot::SnapshotStatus::as_str),
             teardown_errors: &r.teardown_errors,
             logs: r.logs.as_deref(),
             notes: r.notes.iter().map(|n| n.split_once('\n').map_or((n.as_str(), None), |(head, rest)| (head, Some(rest)))).collect(),
@@ -868,7 +874,7 @@ mod tests {
         failed.platform = "k8s-1.20-containerd-1.6-amd64".into();
         failed.failed_phase = Some(Phase::Recovery);
         failed.error = Some("pod -l app=web phase=Running ready=true: not met within 30s; last: <Running CrashLoopBackOff> & \"restarting\"".into());
-        failed.snapshot = SnapshotResult::Mismatched("events of crash-loop on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal Started (kubelet): Started container <web>\n    wrote x.snap.new; read it".into());
+        failed.snapshot = SnapshotResult::Changed("events of crash-loop on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal Started (kubelet): Started container <web>\n    wrote x.snap.new; read it".into());
         failed.logs = Some("/tmp/faultlab-logs/crash-loop".into());
         failed.notes = vec![
             "the cluster was kept: kind delete cluster --name faultlab".into(),
@@ -912,9 +918,12 @@ mod tests {
         let own_unescaped = own.replace("&#39;", "'");
         assert!(page.contains(own) || page.contains(&own_unescaped) || page.contains(&own.replace("&#39;", "&#x27;")), "{page}");
         assert_eq!(page.matches("<dt>own time</dt>").count(), 1, "only the run whose report has the breakdown");
-        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="passed">"#));
-        assert!(page.contains(r#"<tr class="scenario" data-scenario="crash-loop" data-status="failed">"#));
-        assert!(page.contains(r#"<tr class="scenario" data-scenario="disk-full" data-status="ignored">"#));
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="passed" data-snapshot="matched">"#));
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="crash-loop" data-status="failed" data-snapshot="changed">"#));
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="disk-full" data-status="ignored" data-snapshot="">"#));
+        assert!(page.contains(r#"<td><span class="snapshot-status changed">changed</span></td>"#), "the snapshot's column");
+        assert!(page.contains(r#"<span class="snapshot-status matched">snapshot matched</span></h2>"#), "and its badge by the heading");
+        assert!(!page.contains("new snapshot(s)"), "no new snapshot to count");
         assert_eq!(page.matches(r#"<tr class="scenario""#).count(), 3);
         assert!(page.contains(r##"<a href="#crash-loop">crash-loop</a>"##));
         assert_eq!(page.matches(r#"<section id=""#).count(), 3);
@@ -964,10 +973,26 @@ mod tests {
     fn a_snapshot_difference_that_is_the_error_is_shown_once() {
         let mut report = suite();
         let failed = &mut report.scenarios[1];
-        let SnapshotResult::Mismatched(d) = &failed.snapshot else { unreachable!() };
+        let SnapshotResult::Changed(d) = &failed.snapshot else { unreachable!() };
         failed.error = Some(d.clone());
         let page = suite_page(&report, "t");
         assert_eq!(page.matches("1 missing, 0 unexpected").count(), 1, "{page}");
+    }
+
+    /// A run with no reviewed snapshot passes: its row and heading say `new`, its section shows the
+    /// notice (where the file to review is), and the totals count it.
+    #[test]
+    fn a_new_snapshot_is_a_badge_a_notice_and_a_count() {
+        let mut report = suite();
+        let notice = "no reviewed snapshot yet for pause-missing on k8s-1.20-containerd-1.6-amd64: wrote x/pause-missing.snap.new; read it and accept it with `faultlab snapshots accept pause-missing`";
+        report.scenarios[0].snapshot = SnapshotResult::New(notice.into());
+        let page = suite_page(&report, "t");
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="passed" data-snapshot="new">"#), "{page}");
+        assert!(page.contains(r#"<td><span class="snapshot-status new">new</span></td>"#), "{page}");
+        assert!(page.contains("<h3>No reviewed snapshot on this platform yet</h3>\n<pre class=\"snapshot-new\">no reviewed snapshot yet for pause-missing"), "{page}");
+        assert!(page.contains(">1 new snapshot(s)</span></p>"), "{page}");
+        assert!(!page.contains("The events match the reviewed snapshot"), "{page}");
+        assert!(page.contains(r##"data-snapshot=""><td><a href="#disk-full">disk-full</a></td><td></td><td><span class="status ignored">ignored</span></td><td>–</td>"##), "not compared: a dash; {page}");
     }
 
     #[test]
@@ -1004,7 +1029,7 @@ mod tests {
         }"#;
         let report: SuiteReport = serde_json::from_str(json).unwrap();
         let page = suite_page(&report, "from JSON");
-        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="failed">"#), "{page}");
+        assert!(page.contains(r#"<tr class="scenario" data-scenario="pause-missing" data-status="failed" data-snapshot="">"#), "{page}");
         assert!(page.contains("<title>3.0 s Warning Failed (kubelet) Pod/web: a &#38; b</title>"), "{page}");
         assert!(page.contains(r#"<rect class="phase unfinished" data-phase="symptom""#), "{page}");
         assert!(page.contains(r#"<g class="wait" data-met="false">"#), "{page}");

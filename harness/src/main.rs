@@ -43,10 +43,11 @@ enum Output {
 
 #[derive(clap::Args, Clone)]
 struct Target {
-    /// Scenario name.
-    scenario: Option<String>,
+    /// Scenario names: one, or several run as a suite, in the order given.
+    #[arg(value_name = "SCENARIO")]
+    names: Vec<String>,
     /// Every scenario.
-    #[arg(long, conflicts_with = "scenario")]
+    #[arg(long, conflicts_with = "names")]
     all: bool,
     /// With --all: leave this scenario out (repeatable). A name no scenario has is an error.
     #[arg(long, value_name = "SCENARIO", requires = "all")]
@@ -153,7 +154,9 @@ enum Command {
         #[command(flatten)]
         provider: ProviderOpts,
     },
-    /// Run scenarios end to end.
+    /// Run scenarios end to end. Exit status 0 when every scenario passed (one with no reviewed
+    /// snapshot on the platform passes, unless --strict-snapshots), 1 when any failed or a scenario
+    /// file is broken, 130 or 143 when interrupted by SIGINT or SIGTERM.
     Run {
         #[command(flatten)]
         target: Target,
@@ -199,6 +202,11 @@ enum Command {
         /// clusters at once. The report names, for each scenario, those that ran beside it.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         jobs: Option<u16>,
+        /// Fail a scenario that has no reviewed snapshot on the platform (`new`), naming it and the
+        /// platform. Without it such a scenario passes with a notice and its `.snap.new` waits for
+        /// review; a snapshot that differs from the reviewed one (`changed`) fails either way.
+        #[arg(long, env = "FAULTLAB_STRICT_SNAPSHOTS")]
+        strict_snapshots: bool,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
     Cleanup {
@@ -270,7 +278,8 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Review the snapshots a run wrote (`.snap.new`), or accept one, without Rust tools.
+    /// Review the snapshots a run wrote (`.snap.new`), or accept one, without Rust tools; `--from DIR`:
+    /// those another machine's run wrote (a CI artefact).
     Snapshots {
         #[command(subcommand)]
         command: SnapshotsCommand,
@@ -281,14 +290,26 @@ enum Command {
 enum SnapshotsCommand {
     /// Show each snapshot waiting for review and its difference from the reviewed one, and ask to
     /// accept, reject or skip it. Without a terminal: list them, exit status 1 if there are any.
-    Review,
+    Review {
+        /// Review the snapshots waiting in DIR instead (`DIR/<platform>/<scenario>.snap.new`: a CI
+        /// run's artefact, downloaded and unpacked); DIR is only read, and rejecting one leaves it there.
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+    },
     /// Accept the snapshot of a scenario waiting for review: its `.snap.new` replaces the `.snap`.
+    /// With --from DIR: the ones waiting in DIR for --platform (NAME's, or every one), copied in.
     Accept {
-        /// The scenario.
-        name: String,
-        /// The platform, when the scenario has snapshots waiting on several.
+        /// The scenario (with --from it may be left out: every one waiting for the platform).
+        #[arg(required_unless_present = "from")]
+        name: Option<String>,
+        /// The platform, when the scenario has snapshots waiting on several (with --from: always).
         #[arg(long)]
         platform: Option<String>,
+        /// Take the snapshots from DIR (`DIR/<platform>/<scenario>.snap.new`: a CI run's artefact,
+        /// downloaded and unpacked) into the set's snapshots; every file in DIR is checked first, and
+        /// DIR is only read.
+        #[arg(long, value_name = "DIR", requires = "platform")]
+        from: Option<PathBuf>,
     },
 }
 
@@ -350,10 +371,17 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
         }
         return Ok(chosen);
     }
-    match &target.scenario {
-        Some(name) => Ok(vec![scenario::find(dir, name)?]),
-        None => bail!("name a scenario or pass --all (see `faultlab list`)"),
+    if target.names.is_empty() {
+        bail!("name a scenario or pass --all (see `faultlab list`)");
     }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut chosen = Vec::new();
+    for name in &target.names {
+        if seen.insert(name.as_str()) {
+            chosen.push(scenario::find(dir, name)?);
+        }
+    }
+    Ok(chosen)
 }
 
 fn indent(text: &str) -> String {
@@ -510,7 +538,7 @@ async fn main() -> Result<()> {
                 bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
-        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget, jobs } => {
+        Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget, jobs, strict_snapshots } => {
             let choice = choose(&provider, keep)?;
             let mut broken = 0;
             let scenarios = targets(&dir, &target, &mut broken)?;
@@ -557,6 +585,7 @@ async fn main() -> Result<()> {
                         expectations: cli.expectations.clone(),
                         node: sched.node(start.place).map(String::from),
                         cluster_needs: cluster_needs[i].clone(),
+                        strict_snapshots,
                     };
                     let mut pool = if sharing { pools[start.place].take() } else { None };
                     let rec = Recorder::default();
@@ -622,6 +651,9 @@ async fn main() -> Result<()> {
                 println!("{}", suite.json());
             } else {
                 println!("suite: {:.1}s wall", suite.wall_seconds);
+            }
+            if let Some(notice) = new_snapshots_notice(&suite, strict_snapshots) {
+                eprintln!("{notice}");
             }
             if let Some(path) = junit {
                 std::fs::write(&path, suite.junit()).with_context(|| format!("writing {}", path.display()))?;
@@ -741,20 +773,15 @@ async fn main() -> Result<()> {
         Command::Snapshots { command } => {
             let store = faultlab::snapshot::Store::for_set(&dir, cli.expectations.as_deref())?;
             match command {
-                SnapshotsCommand::Review => {
-                    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-                    let mut out = std::io::stdout().lock();
-                    if std::io::stdin().is_terminal() {
-                        faultlab::snapshot::review(&store, &mut std::io::stdin().lock(), &mut out, colour)?;
-                    } else {
-                        let waiting = faultlab::snapshot::list_pending(&store, &mut out, colour)?;
-                        drop(out);
-                        if waiting > 0 {
-                            std::process::exit(1);
-                        }
+                SnapshotsCommand::Review { from } => review_snapshots(&store, from.as_deref())?,
+                SnapshotsCommand::Accept { name, platform, from: Some(from) } => {
+                    let platform = platform.expect("clap requires --platform with --from");
+                    for p in store.accept_from(&from, &platform, name.as_deref())? {
+                        println!("accepted {} on {} from {}: {}", p.name, p.platform, p.new.display(), p.snap.display());
                     }
                 }
-                SnapshotsCommand::Accept { name, platform } => {
+                SnapshotsCommand::Accept { name, platform, from: None } => {
+                    let name = name.expect("clap requires NAME without --from");
                     let accepted = store.accept(&name, platform.as_deref())?;
                     println!("accepted {} on {}: {}", accepted.name, accepted.platform, accepted.snap.display());
                 }
@@ -791,6 +818,39 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `faultlab snapshots review [--from DIR]`: on a terminal ask about each; otherwise list them, exit
+/// status 1 if any wait.
+fn review_snapshots(store: &faultlab::snapshot::Store, from: Option<&std::path::Path>) -> Result<()> {
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut out = std::io::stdout().lock();
+    if std::io::stdin().is_terminal() {
+        faultlab::snapshot::review(store, from, &mut std::io::stdin().lock(), &mut out, colour)?;
+        return Ok(());
+    }
+    let waiting = faultlab::snapshot::list_pending(store, from, &mut out, colour)?;
+    drop(out);
+    if waiting > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// After a run: the scenarios that had no reviewed snapshot on their platform (they passed, unless
+/// --strict-snapshots failed them), and what to do with what they wrote.
+fn new_snapshots_notice(suite: &SuiteReport, strict: bool) -> Option<String> {
+    let new = suite.new_snapshots();
+    if new.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = new.iter().map(|r| format!("{} on {}", r.scenario, r.platform)).collect();
+    let verdict = if strict { "failed by --strict-snapshots" } else { "passed; --strict-snapshots would fail them" };
+    Some(format!(
+        "notice: {} scenario(s) with no reviewed snapshot yet ({verdict}): {}. Their events wait for review in .snap.new files (each scenario's report says where): read them, then accept them with `faultlab snapshots review` or `faultlab snapshots accept`",
+        new.len(),
+        names.join(", ")
+    ))
 }
 
 /// Write `suite`'s HTML report to DIR/index.html; its path.

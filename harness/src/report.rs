@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::events::Normalised;
 use crate::record::{Entry, Phase};
 pub use crate::runner::{PhaseSpan, PodState, TimedEvent, TimedWait, Timeline, Timings};
-use crate::snapshot::SnapshotResult;
+use crate::snapshot::{SnapshotResult, SnapshotStatus};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -40,6 +40,9 @@ pub struct ScenarioReport {
     /// Seconds per phase.
     pub timings: Timings,
     pub events: Vec<Normalised>,
+    /// How the events compare with the reviewed snapshot: in JSON `"snapshot": "matched" | "changed" |
+    /// "new" | null` (not compared) and `"snapshot_detail"` ([`SnapshotResult`]).
+    #[serde(flatten)]
     pub snapshot: SnapshotResult,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub teardown_errors: Vec<String>,
@@ -58,7 +61,6 @@ pub struct ScenarioReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ran_beside: Vec<String>,
 }
-
 
 impl ScenarioReport {
     pub fn ignored(scenario: &str, reason: &str) -> Self {
@@ -85,7 +87,9 @@ impl ScenarioReport {
         }
     }
 
-    /// One line: status, name and every phase's time.
+    /// One line: status, name, every phase's time and the snapshot's status; then, a line each, the
+    /// error, the snapshot's paragraph (`snapshot:` when it changed, `new snapshot:` when there was
+    /// none), teardown errors, where the logs are, and notes.
     pub fn line(&self) -> String {
         let phases: Vec<String> = Phase::ALL
             .iter()
@@ -99,15 +103,19 @@ impl ScenarioReport {
             Status::Failed => "FAIL",
             Status::Ignored => "IGNORED",
         };
-        let mut line = format!("{status} {} [{}] {}", self.scenario, self.platform, phases.join(" "));
-        // A snapshot mismatch is its own error: its paragraph is printed once, as `snapshot:`.
-        let snapshot_error = matches!(&self.snapshot, SnapshotResult::Mismatched(d) if self.error.as_ref() == Some(d));
+        let snapshot = self.snapshot.status().map_or("-", SnapshotStatus::as_str);
+        let mut line = format!("{status} {} [{}] {} snapshot={snapshot}", self.scenario, self.platform, phases.join(" "));
+        // A snapshot paragraph that is the error (a changed one; a new one in a report of an older faultlab)
+        // is printed once, as the snapshot's line.
+        let snapshot_error = matches!(&self.snapshot, SnapshotResult::Changed(d) | SnapshotResult::New(d) if self.error.as_ref() == Some(d));
         if let Some(e) = self.error.as_ref().filter(|_| !snapshot_error) {
             let phase = self.failed_phase.map(|p| format!(" in {}", p.as_str())).unwrap_or_default();
             line.push_str(&format!("\n  error{phase}: {}", e.replace('\n', "\n  ")));
         }
-        if let SnapshotResult::Mismatched(d) = &self.snapshot {
-            line.push_str(&format!("\n  snapshot: {d}"));
+        match &self.snapshot {
+            SnapshotResult::Changed(d) => line.push_str(&format!("\n  snapshot: {d}")),
+            SnapshotResult::New(d) => line.push_str(&format!("\n  new snapshot: {d}")),
+            SnapshotResult::Matched | SnapshotResult::Skipped(_) => {}
         }
         for t in &self.teardown_errors {
             line.push_str(&format!("\n  teardown: {t}"));
@@ -134,11 +142,16 @@ impl SuiteReport {
         self.scenarios.iter().all(|s| s.status != Status::Failed)
     }
 
+    /// The scenarios whose snapshot is `new`: no reviewed snapshot on their platform yet.
+    pub fn new_snapshots(&self) -> Vec<&ScenarioReport> {
+        self.scenarios.iter().filter(|s| matches!(s.snapshot, SnapshotResult::New(_))).collect()
+    }
+
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serialises")
     }
 
-    /// JUnit XML: one test case per scenario, phase times as properties.
+    /// JUnit XML: one test case per scenario, phase times and the snapshot's status as properties.
     pub fn junit(&self) -> String {
         let mut report = Report::new("faultlab");
         let mut suite = TestSuite::new("scenarios");
@@ -168,6 +181,9 @@ impl SuiteReport {
                     case.add_property(quick_junit::Property::new(format!("phase.{}", p.as_str()), format!("{t:.3}")));
                 }
             }
+            if let Some(snapshot) = s.snapshot.status() {
+                case.add_property(quick_junit::Property::new("snapshot", snapshot.as_str()));
+            }
             suite.add_test_case(case);
         }
         suite.set_time(Duration::from_secs_f64(self.wall_seconds));
@@ -189,7 +205,7 @@ mod tests {
         ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: None, own: None };
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
         let suite = SuiteReport { wall_seconds: 30.0, scenarios: vec![ok.clone(), ignored] };
-        assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s");
+        assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s snapshot=-");
         let xml = suite.junit();
         assert!(xml.contains(r#"<property name="phase.recovery" value="12.000"/>"#), "{xml}");
         assert!(xml.contains("<skipped message=\"no cluster configured\""), "{xml}");
@@ -206,12 +222,86 @@ mod tests {
         r.failed_phase = Some(Phase::Recovery);
         let paragraph = "events of web on p differ from the reviewed snapshot x.snap: 1 missing, 0 unexpected\n    missing:    Pod/web Normal A (kubelet): b\n    wrote x.snap.new; read it";
         r.error = Some(paragraph.into());
-        r.snapshot = SnapshotResult::Mismatched(paragraph.into());
+        r.snapshot = SnapshotResult::Changed(paragraph.into());
         let line = r.line();
         assert_eq!(line.matches("1 missing").count(), 1, "{line}");
         assert!(line.ends_with(&format!("\n  snapshot: {paragraph}")), "{line}");
         assert!(!line.contains("error in"), "{line}");
         let xml = SuiteReport { wall_seconds: 1.0, scenarios: vec![r] }.junit();
         assert!(xml.contains("1 missing, 0 unexpected"), "JUnit carries it as the failure's message: {xml}");
+    }
+
+    fn with_snapshot(status: Status, snapshot: SnapshotResult) -> ScenarioReport {
+        let mut r = ScenarioReport::ignored("web", "");
+        r.status = status;
+        r.error = None;
+        r.platform = "p".into();
+        r.snapshot = snapshot;
+        r
+    }
+
+    /// The line carries the snapshot's status; a new snapshot's paragraph is a notice of its own
+    /// (`new snapshot:`, which CI's failure summary does not pick up), a changed one's is `snapshot:`.
+    #[rstest::rstest]
+    #[case::matched(SnapshotResult::Matched, " snapshot=matched", None)]
+    #[case::changed(SnapshotResult::Changed("events of web on p differ".into()), " snapshot=changed", Some("\n  snapshot: events of web on p differ"))]
+    #[case::new(SnapshotResult::New("no reviewed snapshot yet for web on p: wrote x".into()), " snapshot=new", Some("\n  new snapshot: no reviewed snapshot yet for web on p: wrote x"))]
+    #[case::not_compared(SnapshotResult::Skipped("the run failed".into()), " snapshot=-", None)]
+    fn the_line_says_the_snapshots_status(#[case] snapshot: SnapshotResult, #[case] status: &str, #[case] then: Option<&str>) {
+        let line = with_snapshot(Status::Passed, snapshot).line();
+        let (first, rest) = line.split_once('\n').map_or((line.as_str(), None), |(a, b)| (a, Some(b)));
+        assert!(first.starts_with("PASS web [p] setup=-") && first.ends_with(status), "{line}");
+        assert_eq!(rest.map(|r| format!("\n{r}")), then.map(str::to_owned), "{line}");
+    }
+
+    /// JSON: `snapshot` is the status or null, `snapshot_detail` the paragraph (or why not compared),
+    /// and both read back.
+    #[rstest::rstest]
+    #[case::matched(SnapshotResult::Matched, serde_json::json!("matched"), None)]
+    #[case::changed(SnapshotResult::Changed("differs".into()), serde_json::json!("changed"), Some("differs"))]
+    #[case::new(SnapshotResult::New("none yet".into()), serde_json::json!("new"), Some("none yet"))]
+    #[case::not_compared(SnapshotResult::Skipped("the run failed".into()), serde_json::Value::Null, Some("the run failed"))]
+    fn the_json_has_the_snapshots_status_and_its_paragraph(#[case] snapshot: SnapshotResult, #[case] status: serde_json::Value, #[case] detail: Option<&str>) {
+        let suite = SuiteReport { wall_seconds: 1.0, scenarios: vec![with_snapshot(Status::Passed, snapshot.clone())] };
+        let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
+        let s = &json["scenarios"][0];
+        assert_eq!(s["snapshot"], status, "{s}");
+        assert_eq!(s.get("snapshot_detail").and_then(|d| d.as_str()), detail, "{s}");
+        let back: SuiteReport = serde_json::from_str(&suite.json()).unwrap();
+        assert_eq!(back.scenarios[0].snapshot, snapshot);
+    }
+
+    /// Reports of an older faultlab (`"snapshot": {"result": ..., "detail": ...}`) still read, as the
+    /// status they meant: a first run's paragraph as `new`, any other difference as `changed`.
+    #[rstest::rstest]
+    #[case::matched(r#"{"result": "matched"}"#, SnapshotResult::Matched)]
+    #[case::first_run(r#"{"result": "mismatched", "detail": "no reviewed snapshot yet for web on p: wrote x"}"#, SnapshotResult::New("no reviewed snapshot yet for web on p: wrote x".into()))]
+    #[case::changed(r#"{"result": "mismatched", "detail": "events of web on p differ"}"#, SnapshotResult::Changed("events of web on p differ".into()))]
+    #[case::skipped(r#"{"result": "skipped", "detail": "the run failed"}"#, SnapshotResult::Skipped("the run failed".into()))]
+    fn older_reports_read_as_the_status_they_meant(#[case] field: &str, #[case] expected: SnapshotResult) {
+        let mut json: serde_json::Value = serde_json::from_str(&SuiteReport { wall_seconds: 1.0, scenarios: vec![with_snapshot(Status::Failed, SnapshotResult::Matched)] }.json()).unwrap();
+        json["scenarios"][0]["snapshot"] = serde_json::from_str(field).unwrap();
+        let back: SuiteReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back.scenarios[0].snapshot, expected);
+    }
+
+    /// JUnit: the status is a property of each case compared; a new snapshot failed by
+    /// --strict-snapshots is a failure whose message names the scenario and the platform.
+    #[test]
+    fn junit_has_the_snapshots_status_and_a_strict_failure() {
+        let passed = with_snapshot(Status::Passed, SnapshotResult::New("no reviewed snapshot yet for web on p: wrote x".into()));
+        let mut strict = with_snapshot(Status::Failed, SnapshotResult::New("no reviewed snapshot yet for db on p: wrote y".into()));
+        strict.scenario = "db".into();
+        strict.failed_phase = Some(Phase::Recovery);
+        strict.error = Some("no reviewed snapshot of db on p, and --strict-snapshots fails a run without one".into());
+        let ignored = ScenarioReport::ignored("cni", "no cluster");
+        let suite = SuiteReport { wall_seconds: 1.0, scenarios: vec![passed, strict, ignored] };
+        let xml = suite.junit();
+        assert_eq!(xml.matches(r#"<property name="snapshot" value="new"/>"#).count(), 2, "{xml}");
+        assert_eq!(xml.matches(r#"name="snapshot""#).count(), 2, "none for a scenario not compared: {xml}");
+        assert!(xml.contains(r#"<failure message="no reviewed snapshot of db on p, and --strict-snapshots fails a run without one" type="recovery""#), "{xml}");
+        assert_eq!(xml.matches("<failure").count(), 1, "the new one without --strict-snapshots passed: {xml}");
+        assert!(!suite.passed());
+        assert_eq!(suite.new_snapshots().iter().map(|r| r.scenario.as_str()).collect::<Vec<_>>(), ["web", "db"]);
     }
 }

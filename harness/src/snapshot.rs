@@ -14,25 +14,132 @@
 //! differ from the reviewed `.snap` (or that has none) writes `<scenario>.snap.new` beside it, in CI
 //! too, and never touches the `.snap`: that takes a person (`faultlab snapshots review` or `accept`).
 //! Snapshots record what a real cluster did: never accept one you have not read.
+//!
+//! The comparison's outcome is the scenario's snapshot status ([`SnapshotStatus`]), apart from its
+//! verdict (gates, fix and recovery): `matched`; `changed`, which fails the run; `new` (no reviewed
+//! snapshot on the platform), which passes it with a notice, unless `--strict-snapshots`.
+//! Pending snapshots written elsewhere (a CI run's artefact: `<platform>/<scenario>.snap.new`) are
+//! reviewed and accepted from there with `--from DIR` ([`Store::pending_from`], [`Store::accept_from`]).
+//! Every pending file is read back checked ([`read_back`], [`read_pending`]) and written whole or not
+//! at all, never through a link.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::events::{Normalised, Withheld};
 
-/// What the snapshot comparison found.
+/// A scenario's snapshot status: how the events of a run whose gates, fix and recovery held compare
+/// with the reviewed snapshot of its platform. `changed` fails the run; `new` passes it with a notice
+/// (and fails it under `--strict-snapshots`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotStatus {
+    /// Equal to the reviewed snapshot.
+    Matched,
+    /// Differs from the reviewed snapshot (or that file cannot be read as one).
+    Changed,
+    /// No reviewed snapshot of this scenario on this platform yet.
+    New,
+}
+
+impl SnapshotStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotStatus::Matched => "matched",
+            SnapshotStatus::Changed => "changed",
+            SnapshotStatus::New => "new",
+        }
+    }
+}
+
+/// What the snapshot comparison found. In JSON it is two fields of the scenario's report:
+/// `"snapshot": "matched" | "changed" | "new" | null` (null: not compared) and `"snapshot_detail"`, the
+/// paragraph of a `changed` or `new` one or why it was not compared.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase", tag = "result", content = "detail")]
+#[serde(into = "SnapshotFields", from = "SnapshotFields")]
 pub enum SnapshotResult {
     Matched,
-    /// Differs from the reviewed snapshot, or there is none: one paragraph saying what differs and
-    /// where the `.snap.new` file to review is.
-    Mismatched(String),
+    /// Differs from the reviewed snapshot: one paragraph saying what differs and where the
+    /// `.snap.new` file to review is.
+    Changed(String),
+    /// There is no reviewed snapshot: one paragraph saying where the `.snap.new` file to review is.
+    New(String),
     /// Not compared (a plan, or the run failed before the events were complete).
     Skipped(String),
+}
+
+impl SnapshotResult {
+    /// The status; none when the events were not compared.
+    pub fn status(&self) -> Option<SnapshotStatus> {
+        match self {
+            SnapshotResult::Matched => Some(SnapshotStatus::Matched),
+            SnapshotResult::Changed(_) => Some(SnapshotStatus::Changed),
+            SnapshotResult::New(_) => Some(SnapshotStatus::New),
+            SnapshotResult::Skipped(_) => None,
+        }
+    }
+
+    /// The paragraph of a `changed` or `new` snapshot, or why it was not compared.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            SnapshotResult::Matched => None,
+            SnapshotResult::Changed(d) | SnapshotResult::New(d) | SnapshotResult::Skipped(d) => Some(d),
+        }
+    }
+}
+
+/// [`SnapshotResult`] as the fields of a report (flattened into it).
+#[derive(Clone, Serialize, Deserialize)]
+struct SnapshotFields {
+    #[serde(default)]
+    snapshot: Option<StatusField>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_detail: Option<String>,
+}
+
+/// The `snapshot` field: a status, or in a report of an older faultlab an object (`{"result":
+/// "matched" | "mismatched" | "skipped", "detail": ...}`), read as the status it meant.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum StatusField {
+    Status(SnapshotStatus),
+    Older { result: String, detail: Option<String> },
+}
+
+impl From<SnapshotResult> for SnapshotFields {
+    fn from(r: SnapshotResult) -> SnapshotFields {
+        SnapshotFields { snapshot: r.status().map(StatusField::Status), snapshot_detail: r.detail().map(str::to_owned) }
+    }
+}
+
+impl From<SnapshotFields> for SnapshotResult {
+    fn from(f: SnapshotFields) -> SnapshotResult {
+        let (status, detail) = match f.snapshot {
+            Some(StatusField::Status(s)) => (Some(s), f.snapshot_detail),
+            Some(StatusField::Older { result, detail }) => {
+                // An older faultlab failed a first run with a paragraph that began so.
+                let first = detail.as_deref().is_some_and(|d| d.starts_with("no reviewed snapshot yet"));
+                let status = match result.as_str() {
+                    "matched" => Some(SnapshotStatus::Matched),
+                    "mismatched" if first => Some(SnapshotStatus::New),
+                    "mismatched" => Some(SnapshotStatus::Changed),
+                    _ => None,
+                };
+                (status, detail)
+            }
+            None => (None, f.snapshot_detail),
+        };
+        let detail = detail.unwrap_or_default();
+        match status {
+            Some(SnapshotStatus::Matched) => SnapshotResult::Matched,
+            Some(SnapshotStatus::Changed) => SnapshotResult::Changed(detail),
+            Some(SnapshotStatus::New) => SnapshotResult::New(detail),
+            None => SnapshotResult::Skipped(detail),
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -64,6 +171,16 @@ pub enum SnapshotError {
     Ambiguous { name: String, platforms: Vec<String> },
     #[error("reading the answer: {0}")]
     Answer(#[source] std::io::Error),
+    #[error("--from {}: {why}", dir.display())]
+    FromDir { dir: PathBuf, why: String },
+    #[error("{}: not a pending snapshot: {why}", path.display())]
+    NotPending { path: PathBuf, why: String },
+    #[error("{}: not read back: it is {why}", path.display())]
+    ReadBack { path: PathBuf, why: String },
+    #[error("{}: its header says it holds the events of {header}, but its place says {place}: a snapshot renamed or moved to another platform's directory is not accepted", path.display())]
+    Misplaced { path: PathBuf, header: String, place: String },
+    #[error("{} holds no snapshot waiting for platform {wanted}, only for {}: pass --platform with the platform the run reported (each file lies in its platform's directory)", dir.display(), found.join(", "))]
+    PlatformMismatch { dir: PathBuf, wanted: String, found: Vec<String> },
 }
 
 /// Where one scenario set's snapshots live.
@@ -153,6 +270,16 @@ impl Store {
         format!("faultlab snapshots review{}", self.flags())
     }
 
+    /// The command that accepts snapshots waiting in `from` (without NAME: every one of the platform).
+    pub fn accept_from_command(&self, from: &Path) -> String {
+        format!("faultlab snapshots accept [NAME] --platform PLATFORM --from {}{}", quote(from), self.flags())
+    }
+
+    /// The command that reviews the snapshots waiting in `from`.
+    pub fn review_from_command(&self, from: &Path) -> String {
+        format!("faultlab snapshots review --from {}{}", quote(from), self.flags())
+    }
+
     /// `--scenarios` and `--expectations` as this store needs them, beyond what the environment says.
     fn flags(&self) -> String {
         let mut out = String::new();
@@ -183,66 +310,28 @@ impl Store {
             Ok(text) => Some(stored_events(&text).ok_or(())),
             // Not there (a file where the platform's directory should be: writing will say so).
             Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => None,
-            Err(e) => return (SnapshotResult::Mismatched(format!("cannot read the reviewed snapshot {}: {e}", snap.display())), None),
+            Err(e) => return (SnapshotResult::Changed(format!("cannot read the reviewed snapshot {}: {e}", snap.display())), None),
         };
         if let Some(Ok(stored)) = &stored {
-            if stored == events {
+            let note = held_back_note(scenario, platform, stored, events, withheld);
+            if stored == events || note.is_some() {
                 let _ = std::fs::remove_file(&new);
-                return (SnapshotResult::Matched, None);
-            }
-            let (missing, unexpected) = difference(stored, events);
-            let held = |e: &Normalised| withheld.iter().find(|w| w.object == e.object && w.source == e.source);
-            if unexpected.is_empty() && !missing.is_empty() && missing.iter().all(|e| held(e).is_some()) {
-                let _ = std::fs::remove_file(&new);
-                let mut note = format!(
-                    "the events of {scenario} on {platform} match the reviewed snapshot but for {} event(s) their source held back: client-go's event recorder sends at most {} events about one object, then one every {} s, and this run saw them used up",
-                    missing.len(),
-                    crate::events::SPAM_BURST,
-                    crate::events::SPAM_REFILL.as_secs()
-                );
-                for e in missing {
-                    let w = held(e).expect("checked above");
-                    note.push_str(&format!("\n    held back:  {} ({} sent about it by {} in the run)", one_line(e), w.sent, w.source));
-                }
-                return (SnapshotResult::Matched, Some(note));
+                return (SnapshotResult::Matched, note);
             }
         }
-        let written = write_snapshot(&new, scenario, platform, events);
-        let next = match &written {
-            Ok(()) => format!(
-                "wrote {}; read it and accept it with `{}` (or review with `{}`)",
-                new.display(),
-                self.accept_command(scenario),
-                self.review_command()
-            ),
+        let next = match write_snapshot(&new, scenario, platform, events) {
+            Ok(()) => format!("wrote {}; read it and accept it with `{}` (or review with `{}`)", new.display(), self.accept_command(scenario), self.review_command()),
             Err(e) => format!("and {e}: the events are in the run's report (`--output json`)"),
         };
-        let paragraph = match stored {
-            None => format!("no reviewed snapshot yet for {scenario} on {platform}: {next}"),
-            Some(Err(())) => format!(
+        let result = match stored {
+            None => SnapshotResult::New(format!("no reviewed snapshot yet for {scenario} on {platform}: {next}")),
+            Some(Err(())) => SnapshotResult::Changed(format!(
                 "the reviewed snapshot {} is not a snapshot file (a `---` header, then a YAML list of events) and was left as it is: {next}",
                 snap.display()
-            ),
-            Some(Ok(stored)) => {
-                let (missing, unexpected) = difference(&stored, events);
-                let mut text = format!(
-                    "events of {scenario} on {platform} differ from the reviewed snapshot {}: {} missing, {} unexpected{}",
-                    snap.display(),
-                    missing.len(),
-                    unexpected.len(),
-                    if missing.is_empty() && unexpected.is_empty() { " (the same events, in another order or number)" } else { "" }
-                );
-                for e in missing {
-                    text.push_str(&format!("\n    missing:    {}", one_line(e)));
-                }
-                for e in unexpected {
-                    text.push_str(&format!("\n    unexpected: {}", one_line(e)));
-                }
-                text.push_str(&format!("\n    {next}"));
-                text
-            }
+            )),
+            Some(Ok(stored)) => SnapshotResult::Changed(changed_paragraph(scenario, platform, &snap, &stored, events, &next)),
         };
-        (SnapshotResult::Mismatched(paragraph), None)
+        (result, None)
     }
 
     /// The snapshots waiting for review (`*.snap.new` under every platform), sorted.
@@ -262,7 +351,8 @@ impl Store {
             for file in files.filter_map(|e| e.ok()) {
                 let file_name = file.file_name();
                 let Some(name) = file_name.to_str().and_then(|n| n.strip_suffix(".snap.new")) else { continue };
-                if name.is_empty() || !file.file_type().is_ok_and(|t| t.is_file()) {
+                // Not a directory: anything else (a link, a FIFO) is listed, and refused when it is read.
+                if name.is_empty() || file.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 out.push(Pending {
@@ -270,6 +360,7 @@ impl Store {
                     platform: platform_name.clone(),
                     new: file.path(),
                     snap: self.path(&platform_name, name),
+                    from: None,
                 });
             }
         }
@@ -305,6 +396,247 @@ impl Store {
     }
 }
 
+/// Taking snapshots in from elsewhere (`--from DIR`): a directory of pending snapshots laid out as a
+/// store's, `<DIR>/<platform>/<scenario>.snap.new`. That is what the CI workflow's artefact holds (it
+/// uploads `expectations/**/*.snap.new`, which keeps the path after `expectations/`), downloaded and
+/// unpacked. `DIR` is only read.
+impl Store {
+    /// The pending snapshots in `from`, each checked ([`read_pending`]), sorted. Anything else there is
+    /// an error naming it: a file that is not a pending snapshot, one outside a platform's directory,
+    /// a symbolic link, a header naming another scenario or platform.
+    pub fn pending_from(&self, from: &Path) -> Result<Vec<Pending>, SnapshotError> {
+        let dir_error = |why: String| SnapshotError::FromDir { dir: from.to_path_buf(), why };
+        match std::fs::metadata(from) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(dir_error("not a directory: name the directory that holds a directory per platform (the artefact, unpacked)".into())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(dir_error("no such directory".into())),
+            Err(e) => return Err(dir_error(e.to_string())),
+        }
+        let mut out = Vec::new();
+        for (path, name, kind) in entries(from)? {
+            if kind.is_dir() {
+                out.extend(self.pending_in(from, &path, &name)?);
+                continue;
+            }
+            let why = match name.ends_with(".snap.new") {
+                true => "it lies outside a platform's directory; pending snapshots lie in <DIR>/<platform>/<scenario>.snap.new: if this is one platform's directory, pass --from the directory above it",
+                false => "--from DIR holds a directory per platform, each with <scenario>.snap.new files (the layout of expectations/ and of the CI workflow's artefact)",
+            };
+            return Err(SnapshotError::NotPending { path, why: why.into() });
+        }
+        out.sort_by(|a, b| (&a.platform, &a.name).cmp(&(&b.platform, &b.name)));
+        Ok(out)
+    }
+
+    /// The pending snapshots of one platform's directory in `from`.
+    fn pending_in(&self, from: &Path, dir: &Path, platform: &str) -> Result<Vec<Pending>, SnapshotError> {
+        if plain("platform", platform).is_err() {
+            return Err(SnapshotError::NotPending { path: dir.to_path_buf(), why: format!("{platform:?} is not a platform's name (letters, digits, '-', '_' and '.')") });
+        }
+        let mut out = Vec::new();
+        for (path, file, kind) in entries(dir)? {
+            let name = file.strip_suffix(".snap.new").filter(|n| plain("scenario", n).is_ok());
+            let Some(name) = name.filter(|_| !kind.is_dir()) else {
+                let why = "a platform's directory holds only <scenario>.snap.new files, each a scenario's pending snapshot";
+                return Err(SnapshotError::NotPending { path, why: why.into() });
+            };
+            read_pending(&path, name, platform)?;
+            out.push(Pending { name: name.to_string(), platform: platform.to_string(), snap: self.path(platform, name), new: path, from: Some(from.to_path_buf()) });
+        }
+        Ok(out)
+    }
+
+    /// Accept the snapshots waiting in `from` ([`Store::pending_from`]) for `platform`: `scenario`'s,
+    /// or every one there. Every file in `from` is checked before any is accepted; each accepted one is
+    /// copied to this store's `<platform>/<scenario>.snap` (whole or not at all) and left in `from`.
+    pub fn accept_from(&self, from: &Path, platform: &str, scenario: Option<&str>) -> Result<Vec<Pending>, SnapshotError> {
+        plain("platform", platform)?;
+        if let Some(s) = scenario {
+            plain("scenario", s)?;
+        }
+        let all = self.pending_from(from)?;
+        let mut platforms: Vec<String> = all.iter().map(|p| p.platform.clone()).collect();
+        platforms.dedup();
+        if !all.is_empty() && !platforms.iter().any(|p| p == platform) {
+            return Err(SnapshotError::PlatformMismatch { dir: from.to_path_buf(), wanted: platform.to_string(), found: platforms });
+        }
+        let chosen: Vec<Pending> = all.iter().filter(|p| p.platform == platform && scenario.is_none_or(|s| p.name == s)).cloned().collect();
+        if chosen.is_empty() {
+            return Err(SnapshotError::NoPending {
+                name: format!("{} on {platform}", scenario.unwrap_or("any scenario")),
+                dir: from.to_path_buf(),
+                pending: all.iter().map(|p| format!("{} on {}", p.name, p.platform)).collect(),
+            });
+        }
+        for p in &chosen {
+            p.accept()?;
+        }
+        Ok(chosen)
+    }
+}
+
+/// A directory's entries, sorted by name: each path, its name and its type (a symbolic link is one,
+/// not what it points to). A name that is not UTF-8 is an error naming it.
+fn entries(dir: &Path) -> Result<Vec<(PathBuf, String, std::fs::FileType)>, SnapshotError> {
+    let read = |source| SnapshotError::Read { path: dir.to_path_buf(), source };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read)? {
+        let entry = entry.map_err(read)?;
+        let kind = entry.file_type().map_err(|source| SnapshotError::Read { path: entry.path(), source })?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return Err(SnapshotError::NotPending { path: entry.path(), why: "its name is not UTF-8".into() });
+        };
+        out.push((entry.path(), name, kind));
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(out)
+}
+
+/// Read a pending snapshot of `scenario` on `platform` back ([`read_back`]) and check it: events after
+/// a `---` header whose description names this scenario and platform (a file renamed, or moved to
+/// another platform's directory, is refused). Its text and events.
+pub fn read_pending(path: &Path, scenario: &str, platform: &str) -> Result<(String, Vec<Normalised>), SnapshotError> {
+    let text = read_back(path)?;
+    let events = stored_events(&text).ok_or_else(|| SnapshotError::Format { path: path.to_path_buf() })?;
+    match header_names(&text) {
+        Some((s, p)) if s == scenario && p == platform => Ok((text, events)),
+        Some((s, p)) => Err(SnapshotError::Misplaced { path: path.to_path_buf(), header: format!("{s} on {p}"), place: format!("{scenario} on {platform}") }),
+        None => Err(SnapshotError::NotPending {
+            path: path.to_path_buf(),
+            why: "its header's description does not say whose events it holds (`Events of scenario NAME on PLATFORM, normalised (faultlab)`)".into(),
+        }),
+    }
+}
+
+/// The scenario and platform a snapshot file's header names (its `description`, as [`file_text`]
+/// writes it).
+fn header_names(text: &str) -> Option<(String, String)> {
+    #[derive(Deserialize)]
+    struct Header {
+        description: String,
+    }
+    let text = text.replace("\r\n", "\n");
+    let header = text.strip_prefix("---\n")?.split_once("\n---\n")?.0;
+    let header: Header = serde_saphyr::from_str(header).ok()?;
+    let names = header.description.strip_prefix("Events of scenario ")?.strip_suffix(", normalised (faultlab)")?;
+    let (scenario, platform) = names.split_once(" on ")?;
+    Some((scenario.to_string(), platform.to_string()))
+}
+
+/// The most a snapshot file read back may hold (a snapshot is a few kilobytes).
+pub const MAX_SNAPSHOT_BYTES: u64 = 1 << 20;
+
+/// Read a snapshot file back: a regular file, never through a symbolic link (nor a FIFO, socket or
+/// device: looked at before it is opened, and opened without blocking), at most
+/// [`MAX_SNAPSHOT_BYTES`] of UTF-8; and when faultlab runs as root, owned by root or by the user who
+/// invoked it (`SUDO_UID`, else the real user), so that a file another local user planted is not taken.
+pub fn read_back(path: &Path) -> Result<String, SnapshotError> {
+    let invoking = std::env::var("SUDO_UID").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| unsafe { libc::getuid() });
+    read_back_as(path, unsafe { libc::geteuid() }, invoking)
+}
+
+fn read_back_as(path: &Path, euid: u32, invoking: u32) -> Result<String, SnapshotError> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refused = |why: String| SnapshotError::ReadBack { path: path.to_path_buf(), why };
+    let read = |source| SnapshotError::Read { path: path.to_path_buf(), source };
+    if let Some(what) = not_regular(&std::fs::symlink_metadata(path).map_err(read)?) {
+        return Err(refused(format!("{what}; only regular files are read back")));
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(read)?;
+    let meta = file.metadata().map_err(read)?;
+    if let Some(what) = not_regular(&meta) {
+        return Err(refused(format!("{what}; only regular files are read back")));
+    }
+    if let Some(why) = owner_refusal(meta.uid(), euid, invoking) {
+        return Err(refused(why));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SNAPSHOT_BYTES + 1).read_to_end(&mut bytes).map_err(read)?;
+    if bytes.len() as u64 > MAX_SNAPSHOT_BYTES {
+        return Err(refused(format!("larger than the {MAX_SNAPSHOT_BYTES} bytes a snapshot may have")));
+    }
+    String::from_utf8(bytes).map_err(|_| refused("not UTF-8 text".into()))
+}
+
+/// What a file that is not a regular one is, for messages (`meta` from `lstat`: a link is one).
+fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    match meta.file_type().is_symlink() {
+        true => Some("a symbolic link"),
+        false => crate::datafile::file_kind(meta),
+    }
+}
+
+/// Why a file owned by `owner` is not read back by a process of effective user `euid` invoked by user
+/// `invoking`: as root, only root's files and the invoking user's are trusted.
+fn owner_refusal(owner: u32, euid: u32, invoking: u32) -> Option<String> {
+    (euid == 0 && owner != 0 && owner != invoking)
+        .then(|| format!("owned by uid {owner}: running as root, faultlab reads back only files owned by root or by the user who invoked it (uid {invoking})"))
+}
+
+/// Write `text` to `path` whole or not at all: into a new temporary file beside it (created, so never
+/// opened through a link someone left there), synced, then renamed over `path` (which replaces a
+/// symbolic link at `path` instead of writing through it).
+fn install(path: &Path, text: &str) -> Result<(), SnapshotError> {
+    let write_error = |source| SnapshotError::Write { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write_error)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::names::random_suffix(8)));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        write_error(e)
+    })
+}
+
+/// When the only difference from the reviewed snapshot is events missing that their source may have
+/// held back (its event recorder's spam filter), the note that says which and why.
+fn held_back_note(scenario: &str, platform: &str, stored: &[Normalised], events: &[Normalised], withheld: &[Withheld]) -> Option<String> {
+    let (missing, unexpected) = difference(stored, events);
+    let held = |e: &Normalised| withheld.iter().find(|w| w.object == e.object && w.source == e.source);
+    if !unexpected.is_empty() || missing.is_empty() || !missing.iter().all(|e| held(e).is_some()) {
+        return None;
+    }
+    let mut note = format!(
+        "the events of {scenario} on {platform} match the reviewed snapshot but for {} event(s) their source held back: client-go's event recorder sends at most {} events about one object, then one every {} s, and this run saw them used up",
+        missing.len(),
+        crate::events::SPAM_BURST,
+        crate::events::SPAM_REFILL.as_secs()
+    );
+    for e in missing {
+        let w = held(e)?;
+        note.push_str(&format!("\n    held back:  {} ({} sent about it by {} in the run)", one_line(e), w.sent, w.source));
+    }
+    Some(note)
+}
+
+/// The paragraph of a changed snapshot: the counts, each missing and unexpected event on a line of
+/// its own, then `next` (where the file to review is).
+fn changed_paragraph(scenario: &str, platform: &str, snap: &Path, stored: &[Normalised], events: &[Normalised], next: &str) -> String {
+    let (missing, unexpected) = difference(stored, events);
+    let mut text = format!(
+        "events of {scenario} on {platform} differ from the reviewed snapshot {}: {} missing, {} unexpected{}",
+        snap.display(),
+        missing.len(),
+        unexpected.len(),
+        if missing.is_empty() && unexpected.is_empty() { " (the same events, in another order or number)" } else { "" }
+    );
+    for e in missing {
+        text.push_str(&format!("\n    missing:    {}", one_line(e)));
+    }
+    for e in unexpected {
+        text.push_str(&format!("\n    unexpected: {}", one_line(e)));
+    }
+    text.push_str(&format!("\n    {next}"));
+    text
+}
+
 fn quote(path: &Path) -> String {
     shell_words::quote(&path.display().to_string()).into_owned()
 }
@@ -328,6 +660,9 @@ pub struct Pending {
     pub new: PathBuf,
     /// The reviewed `.snap` it would replace (it may not exist yet).
     pub snap: PathBuf,
+    /// The directory it was read from when that is not the store (`--from`): accepting copies it and
+    /// leaves it there, and nothing in that directory is ever deleted.
+    pub from: Option<PathBuf>,
 }
 
 /// What a pending snapshot changes.
@@ -339,10 +674,9 @@ pub struct Change {
 }
 
 impl Pending {
-    /// Read the new events and the reviewed ones.
+    /// Read the new events (checked: [`read_pending`]) and the reviewed ones.
     pub fn change(&self) -> Result<Change, SnapshotError> {
-        let read = |path: &Path| std::fs::read_to_string(path).map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source });
-        let new = stored_events(&read(&self.new)?).ok_or_else(|| SnapshotError::Format { path: self.new.clone() })?;
+        let (_, new) = read_pending(&self.new, &self.name, &self.platform)?;
         let stored = match std::fs::read_to_string(&self.snap) {
             Ok(text) => Some(stored_events(&text).ok_or_else(|| SnapshotError::Format { path: self.snap.clone() })?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -351,16 +685,24 @@ impl Pending {
         Ok(Change { stored, new })
     }
 
-    /// Move the `.snap.new` over the `.snap` (after checking that it reads as events).
+    /// Put the pending snapshot in the `.snap`'s place (after checking it: [`read_pending`]), whole or
+    /// not at all; the `.snap.new` is then removed, unless it was read from another directory.
     pub fn accept(&self) -> Result<(), SnapshotError> {
-        let text = std::fs::read_to_string(&self.new).map_err(|source| SnapshotError::Read { path: self.new.clone(), source })?;
-        stored_events(&text).ok_or_else(|| SnapshotError::Format { path: self.new.clone() })?;
-        std::fs::rename(&self.new, &self.snap).map_err(|source| SnapshotError::Write { path: self.snap.clone(), source })
+        let (text, _) = read_pending(&self.new, &self.name, &self.platform)?;
+        install(&self.snap, &text)?;
+        match self.from {
+            Some(_) => Ok(()),
+            None => std::fs::remove_file(&self.new).map_err(|source| SnapshotError::Write { path: self.new.clone(), source }),
+        }
     }
 
-    /// Delete the `.snap.new`; the reviewed `.snap` stays as it is.
+    /// Delete the `.snap.new`; the reviewed `.snap` stays as it is. One read from another directory is
+    /// left there: it is only not taken.
     pub fn reject(&self) -> Result<(), SnapshotError> {
-        std::fs::remove_file(&self.new).map_err(|source| SnapshotError::Write { path: self.new.clone(), source })
+        match self.from {
+            Some(_) => Ok(()),
+            None => std::fs::remove_file(&self.new).map_err(|source| SnapshotError::Write { path: self.new.clone(), source }),
+        }
     }
 
     /// The difference, for a person: a heading, then `-` for each event the reviewed snapshot has and
@@ -409,80 +751,100 @@ pub struct Reviewed {
     pub skipped: Vec<Pending>,
 }
 
-/// Review every snapshot waiting in `store`: show each difference on `out` and ask on `input` to
-/// accept (the `.snap.new` replaces the `.snap`), reject (it is deleted) or skip it (it stays). The
-/// end of the input skips the rest.
-pub fn review(store: &Store, input: &mut dyn BufRead, out: &mut dyn Write, colour: bool) -> Result<Reviewed, SnapshotError> {
-    let io = |source: std::io::Error| SnapshotError::Write { path: PathBuf::from("<stdout>"), source };
-    let pending = store.pending()?;
+/// Review every snapshot waiting in `store` (with `from`, those waiting in that directory instead:
+/// [`Store::pending_from`]): show each difference on `out` and ask on `input` to accept (it takes the
+/// `.snap`'s place), reject (the `.snap.new` is deleted; one in `from` is only not taken) or skip it.
+/// The end of the input skips the rest.
+pub fn review(store: &Store, from: Option<&Path>, input: &mut dyn BufRead, out: &mut dyn Write, colour: bool) -> Result<Reviewed, SnapshotError> {
+    let pending = waiting(store, from)?;
     let mut done = Reviewed::default();
     if pending.is_empty() {
-        writeln!(out, "no snapshots waiting for review in {}", store.dir.display()).map_err(io)?;
+        writeln!(out, "no snapshots waiting for review in {}", from.unwrap_or(&store.dir).display()).map_err(to_stdout)?;
         return Ok(done);
     }
     let total = pending.len();
     let mut rest = pending.into_iter().enumerate();
     while let Some((i, p)) = rest.next() {
-        write!(out, "\n[{}/{total}] {}", i + 1, p.render(colour)?).map_err(io)?;
-        let answer = loop {
-            write!(out, "accept (a), reject (r) or skip (s)? ").map_err(io)?;
-            out.flush().map_err(io)?;
-            let mut line = String::new();
-            if input.read_line(&mut line).map_err(SnapshotError::Answer)? == 0 {
-                writeln!(out).map_err(io)?;
-                break None;
-            }
-            match line.trim().to_ascii_lowercase().as_str() {
-                "a" | "accept" => break Some('a'),
-                "r" | "reject" => break Some('r'),
-                "s" | "skip" | "" => break Some('s'),
-                other => writeln!(out, "{other:?}: answer a, r or s").map_err(io)?,
-            }
-        };
-        match answer {
-            Some('a') => {
+        write!(out, "\n[{}/{total}] {}", i + 1, p.render(colour)?).map_err(to_stdout)?;
+        match ask(input, out)? {
+            Some(Answer::Accept) => {
                 p.accept()?;
-                writeln!(out, "accepted: {}", p.snap.display()).map_err(io)?;
+                writeln!(out, "accepted: {}", p.snap.display()).map_err(to_stdout)?;
                 done.accepted.push(p);
             }
-            Some('r') => {
+            Some(Answer::Reject) => {
                 p.reject()?;
-                writeln!(out, "rejected: {} deleted", p.new.display()).map_err(io)?;
+                let what = if p.from.is_some() { "not taken (left where it is)" } else { "deleted" };
+                writeln!(out, "rejected: {} {what}", p.new.display()).map_err(to_stdout)?;
                 done.rejected.push(p);
             }
-            Some(_) => done.skipped.push(p),
+            Some(Answer::Skip) => done.skipped.push(p),
             None => {
                 done.skipped.push(p);
                 done.skipped.extend(rest.by_ref().map(|(_, p)| p));
             }
         }
     }
-    writeln!(out, "\n{} accepted, {} rejected, {} skipped", done.accepted.len(), done.rejected.len(), done.skipped.len()).map_err(io)?;
+    writeln!(out, "\n{} accepted, {} rejected, {} skipped", done.accepted.len(), done.rejected.len(), done.skipped.len()).map_err(to_stdout)?;
     Ok(done)
 }
 
-/// Without a terminal to ask on: show every snapshot waiting in `store` and how to review it.
-/// Returns how many wait.
-pub fn list_pending(store: &Store, out: &mut dyn Write, colour: bool) -> Result<usize, SnapshotError> {
-    let io = |source: std::io::Error| SnapshotError::Write { path: PathBuf::from("<stdout>"), source };
-    let pending = store.pending()?;
+/// The pending snapshots of `store`, or of `from`.
+fn waiting(store: &Store, from: Option<&Path>) -> Result<Vec<Pending>, SnapshotError> {
+    match from {
+        Some(dir) => store.pending_from(dir),
+        None => store.pending(),
+    }
+}
+
+fn to_stdout(source: std::io::Error) -> SnapshotError {
+    SnapshotError::Write { path: PathBuf::from("<stdout>"), source }
+}
+
+enum Answer {
+    Accept,
+    Reject,
+    Skip,
+}
+
+/// Ask until the answer is one of accept, reject or skip; none at the end of the input.
+fn ask(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<Option<Answer>, SnapshotError> {
+    loop {
+        write!(out, "accept (a), reject (r) or skip (s)? ").map_err(to_stdout)?;
+        out.flush().map_err(to_stdout)?;
+        let mut line = String::new();
+        if input.read_line(&mut line).map_err(SnapshotError::Answer)? == 0 {
+            writeln!(out).map_err(to_stdout)?;
+            return Ok(None);
+        }
+        match line.trim().to_ascii_lowercase().as_str() {
+            "a" | "accept" => return Ok(Some(Answer::Accept)),
+            "r" | "reject" => return Ok(Some(Answer::Reject)),
+            "s" | "skip" | "" => return Ok(Some(Answer::Skip)),
+            other => writeln!(out, "{other:?}: answer a, r or s").map_err(to_stdout)?,
+        }
+    }
+}
+
+/// Without a terminal to ask on: show every snapshot waiting in `store` (or in `from`) and how to
+/// review it. Returns how many wait.
+pub fn list_pending(store: &Store, from: Option<&Path>, out: &mut dyn Write, colour: bool) -> Result<usize, SnapshotError> {
+    let pending = waiting(store, from)?;
+    let place = from.unwrap_or(&store.dir);
     if pending.is_empty() {
-        writeln!(out, "no snapshots waiting for review in {}", store.dir.display()).map_err(io)?;
+        writeln!(out, "no snapshots waiting for review in {}", place.display()).map_err(to_stdout)?;
         return Ok(0);
     }
     for p in &pending {
-        writeln!(out, "{}", p.render(colour)?).map_err(io)?;
+        writeln!(out, "{}", p.render(colour)?).map_err(to_stdout)?;
     }
-    writeln!(
-        out,
-        "{} snapshot(s) wait for review in {}. Read each, then accept it with `{}` (--platform P when it waits on several), or run `{}` on a terminal",
-        pending.len(),
-        store.dir.display(),
-        store.accept_command("NAME"),
-        store.review_command()
-    )
-    .map_err(io)?;
-    Ok(pending.len())
+    let how = match from {
+        Some(dir) => format!("accept them with `{}` (without NAME: every one of the platform), or run `{}` on a terminal", store.accept_from_command(dir), store.review_from_command(dir)),
+        None => format!("accept it with `{}` (--platform P when it waits on several), or run `{}` on a terminal", store.accept_command("NAME"), store.review_command()),
+    };
+    let n = pending.len();
+    writeln!(out, "{n} snapshot(s) wait for review in {}. Read each, then {how}", place.display()).map_err(to_stdout)?;
+    Ok(n)
 }
 
 /// The file insta would write for these events: its header, then the events as insta's YAML.
@@ -502,13 +864,7 @@ pub fn file_text(scenario: &str, platform: &str, events: &[Normalised]) -> Strin
 }
 
 fn write_snapshot(path: &Path, scenario: &str, platform: &str, events: &[Normalised]) -> Result<(), SnapshotError> {
-    let write = || {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(path, file_text(scenario, platform, events))
-    };
-    write().map_err(|source| SnapshotError::Write { path: path.to_path_buf(), source })
+    install(path, &file_text(scenario, platform, events))
 }
 
 /// A string as insta's YAML emitter writes it: plain when that reads back as the same string,
@@ -678,7 +1034,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = store(tmp.path());
         let events = vec![ev("Pulled", "Container image \"x\" already present"), ev("Killing", "Stopping container app")];
-        let SnapshotResult::Mismatched(text) = s.check("k8s-1.20-containerd-1.6-amd64", "web", &events) else { panic!("mismatch expected") };
+        let SnapshotResult::New(text) = s.check("k8s-1.20-containerd-1.6-amd64", "web", &events) else { panic!("new expected") };
         let new = s.new_path("k8s-1.20-containerd-1.6-amd64", "web");
         assert_eq!(
             text,
@@ -709,7 +1065,7 @@ mod tests {
         std::fs::create_dir_all(s.dir.join("p")).unwrap();
         std::fs::write(s.path("p", "web"), file_text("web", "p", &old)).unwrap();
         let new = vec![ev("Pulled", "already present"), ev("BackOff", "Back-off restarting")];
-        let SnapshotResult::Mismatched(text) = s.check("p", "web", &new) else { panic!("mismatch expected") };
+        let SnapshotResult::Changed(text) = s.check("p", "web", &new) else { panic!("changed expected") };
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], format!("events of web on p differ from the reviewed snapshot {}: 1 missing, 1 unexpected", s.path("p", "web").display()));
         assert_eq!(lines[1], "    missing:    Pod/web-<id> Normal Killing (kubelet): Stopping container app");
@@ -741,14 +1097,31 @@ mod tests {
         assert!(!s.new_path("p", "web").exists());
         // Another object's budget, or another source's, excuses nothing.
         let other = [Withheld { object: "Pod/db-<id>".into(), source: "kubelet".into(), sent: 25 }];
-        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Mismatched(_), None)));
+        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Changed(_), None)));
         let other = [Withheld { object: "Pod/web-<id>".into(), source: "default-scheduler".into(), sent: 25 }];
-        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Mismatched(_), None)));
+        assert!(matches!(s.check_held_back("p", "web", &short, &other), (SnapshotResult::Changed(_), None)));
         // An unexpected event is a difference whatever was held back.
         let extra = vec![ev("BackOff", "Back-off pulling image"), ev("Failed", "x509")];
-        assert!(matches!(s.check_held_back("p", "web", &extra, &held), (SnapshotResult::Mismatched(_), None)));
+        assert!(matches!(s.check_held_back("p", "web", &extra, &held), (SnapshotResult::Changed(_), None)));
         // Equal is equal, without a note.
         assert_eq!(s.check_held_back("p", "web", &old, &held), (SnapshotResult::Matched, None));
+    }
+
+    /// The status: `new` only where there is no reviewed snapshot; a reviewed file that does not read
+    /// as one is `changed` (it fails), never taken for a missing one.
+    #[test]
+    fn a_reviewed_snapshot_that_does_not_read_is_changed_not_new() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        std::fs::create_dir_all(s.dir.join("p")).unwrap();
+        std::fs::write(s.path("p", "web"), "garbage").unwrap();
+        let result = s.check("p", "web", &[ev("A", "b")]);
+        assert_eq!(result.status(), Some(SnapshotStatus::Changed));
+        assert!(result.detail().is_some_and(|d| d.starts_with(&format!("the reviewed snapshot {} is not a snapshot file", s.path("p", "web").display()))), "{result:?}");
+        assert_eq!(std::fs::read_to_string(s.path("p", "web")).unwrap(), "garbage", "left as it is");
+        assert!(s.new_path("p", "web").is_file());
+        assert_eq!(s.check("q", "web", &[ev("A", "b")]).status(), Some(SnapshotStatus::New));
+        assert_eq!(SnapshotResult::Skipped("x".into()).status(), None);
     }
 
     #[test]
@@ -758,7 +1131,7 @@ mod tests {
         // The platform directory cannot be made: a file is in its way.
         std::fs::create_dir_all(&s.dir).unwrap();
         std::fs::write(s.dir.join("p"), "not a directory").unwrap();
-        let SnapshotResult::Mismatched(text) = s.check("p", "web", &[ev("A", "b")]) else { panic!() };
+        let SnapshotResult::New(text) = s.check("p", "web", &[ev("A", "b")]) else { panic!() };
         assert!(text.starts_with("no reviewed snapshot yet for web on p: and writing "), "{text}");
         assert!(text.ends_with("the events are in the run's report (`--output json`)"), "{text}");
     }
@@ -800,7 +1173,7 @@ mod tests {
         s.check("p", "later", &[ev("C", "third")]);
 
         let mut listed = Vec::new();
-        assert_eq!(list_pending(&s, &mut listed, false).unwrap(), 4);
+        assert_eq!(list_pending(&s, None, &mut listed, false).unwrap(), 4);
         let listed = String::from_utf8(listed).unwrap();
         assert!(listed.contains("changed on p: differs from the reviewed snapshot\n"), "{listed}");
         assert!(listed.contains("  - Pod/web-<id> Normal Old (kubelet): gone\n  + Pod/web-<id> Normal New (kubelet): came\n  1 event(s) unchanged\n"), "{listed}");
@@ -813,7 +1186,7 @@ mod tests {
         // the input skips the rest.
         let mut input = std::io::Cursor::new("a\nr\nwhat\ns\n");
         let mut out = Vec::new();
-        let done = review(&s, &mut input, &mut out, true).unwrap();
+        let done = review(&s, None, &mut input, &mut out, true).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert_eq!(done.accepted.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["changed"]);
         assert_eq!(done.rejected.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["fresh"]);
@@ -826,10 +1199,190 @@ mod tests {
         assert!(s.new_path("p", "kept").exists() && s.new_path("p", "later").exists());
 
         let mut out = Vec::new();
-        review(&s, &mut std::io::Cursor::new("a\na\n"), &mut out, false).unwrap();
+        review(&s, None, &mut std::io::Cursor::new("a\na\n"), &mut out, false).unwrap();
         assert!(s.pending().unwrap().is_empty());
         let mut out = Vec::new();
-        assert_eq!(list_pending(&s, &mut out, false).unwrap(), 0);
+        assert_eq!(list_pending(&s, None, &mut out, false).unwrap(), 0);
         assert!(String::from_utf8(out).unwrap().starts_with("no snapshots waiting for review in "));
+    }
+
+    const KIND: &str = "kind-1.32-containerd-2.0-cgroup2-amd64";
+
+    /// What a CI run leaves to download: its own store's `.snap.new` files, `<platform>/<scenario>.snap.new`
+    /// under its `expectations/` (the artefact's root), here for web and db on [`KIND`].
+    fn artefact(tmp: &Path) -> PathBuf {
+        let ci = tmp.join("ci");
+        std::fs::create_dir_all(ci.join("set")).unwrap();
+        let run = Store::with(&ci.join("set"), None, &tmp.join("faultlab/scenarios"), &tmp.join("faultlab/expectations")).unwrap();
+        assert!(matches!(run.check(KIND, "web", &[ev("Pulled", "web's image")]), SnapshotResult::New(_)));
+        assert!(matches!(run.check(KIND, "db", &[ev("Started", "db")]), SnapshotResult::New(_)));
+        run.dir
+    }
+
+    /// Every file under `dir`, relative to it, sorted.
+    fn files(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            match e.file_type().unwrap().is_dir() {
+                true => out.extend(files(&e.path()).into_iter().map(|f| format!("{name}/{f}"))),
+                false => out.push(name),
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn snapshots_from_a_ci_artefact_are_listed_and_accepted_into_the_store_which_only_reads_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let from = artefact(tmp.path());
+        let before = files(&from);
+        assert_eq!(before, [format!("{KIND}/db.snap.new"), format!("{KIND}/web.snap.new")]);
+
+        let pending = s.pending_from(&from).unwrap();
+        assert_eq!(pending.iter().map(|p| (p.name.as_str(), p.snap.clone(), p.from.clone())).collect::<Vec<_>>(), [
+            ("db", s.path(KIND, "db"), Some(from.clone())),
+            ("web", s.path(KIND, "web"), Some(from.clone()))
+        ]);
+        let mut listed = Vec::new();
+        assert_eq!(list_pending(&s, Some(&from), &mut listed, false).unwrap(), 2);
+        let listed = String::from_utf8(listed).unwrap();
+        assert!(listed.contains(&format!("web on {KIND}: new, no reviewed snapshot yet\n  {}", from.join(KIND).join("web.snap.new").display())), "{listed}");
+        assert!(listed.contains("  + Pod/web-<id> Normal Pulled (kubelet): web's image\n"), "{listed}");
+        assert!(listed.contains(&format!("2 snapshot(s) wait for review in {}. Read each, then accept them with `faultlab snapshots accept [NAME] --platform PLATFORM --from {}", from.display(), from.display())), "{listed}");
+
+        let accepted = s.accept_from(&from, KIND, Some("web")).unwrap();
+        assert_eq!(accepted.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["web"]);
+        assert_eq!(std::fs::read(s.path(KIND, "web")).unwrap(), std::fs::read(from.join(KIND).join("web.snap.new")).unwrap(), "copied byte for byte");
+        assert_eq!(files(&s.dir), [format!("{KIND}/web.snap")], "nothing else, no temporary file");
+        // Every one of the platform; the store's reviewed one now matches a run's events.
+        assert_eq!(s.accept_from(&from, KIND, None).unwrap().len(), 2);
+        assert_eq!(files(&s.dir), [format!("{KIND}/db.snap"), format!("{KIND}/web.snap")]);
+        assert_eq!(s.check(KIND, "db", &[ev("Started", "db")]), SnapshotResult::Matched);
+        assert_eq!(files(&from), before, "the artefact is only read");
+    }
+
+    #[test]
+    fn review_from_a_directory_accepts_into_the_store_and_leaves_the_directory_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let from = artefact(tmp.path());
+        let mut out = Vec::new();
+        let done = review(&s, Some(&from), &mut std::io::Cursor::new("r\na\n"), &mut out, false).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!((done.accepted.len(), done.rejected.len(), done.skipped.len()), (1, 1, 0), "{out}");
+        assert!(out.contains(&format!("[1/2] db on {KIND}: new, no reviewed snapshot yet")), "{out}");
+        assert!(out.contains(&format!("rejected: {} not taken (left where it is)", from.join(KIND).join("db.snap.new").display())), "{out}");
+        assert!(out.contains(&format!("accepted: {}", s.path(KIND, "web").display())), "{out}");
+        assert_eq!(files(&s.dir), [format!("{KIND}/web.snap")]);
+        assert_eq!(files(&from).len(), 2, "nothing deleted from it");
+        // Reviewed again, the accepted one is a difference of nothing.
+        let mut out = Vec::new();
+        list_pending(&s, Some(&from), &mut out, false).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains(&format!("web on {KIND}: differs from the reviewed snapshot")));
+        // An empty directory waits for nothing.
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(list_pending(&s, Some(&empty), &mut out, false).unwrap(), 0);
+        assert_eq!(String::from_utf8(out).unwrap(), format!("no snapshots waiting for review in {}\n", empty.display()));
+    }
+
+    fn make_fifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    /// Bad input: a clear error naming the file (or directory) and what is wrong, and nothing written
+    /// into the store.
+    #[rstest::rstest]
+    #[case::missing(|d: &Path| { std::fs::remove_dir_all(d).unwrap(); }, "", "--from {DIR}: no such directory")]
+    #[case::a_file(|d: &Path| { std::fs::remove_dir_all(d).unwrap(); std::fs::write(d, "zip").unwrap(); }, "", "--from {DIR}: not a directory")]
+    #[case::flat(|d: &Path| { std::fs::rename(d.join(KIND).join("web.snap.new"), d.join("web.snap.new")).unwrap(); }, "web.snap.new", ": not a pending snapshot: it lies outside a platform's directory")]
+    #[case::stray_file(|d: &Path| { std::fs::write(d.join("README"), "hi").unwrap(); }, "README", ": not a pending snapshot: --from DIR holds a directory per platform")]
+    #[case::reviewed_not_pending(|d: &Path| { std::fs::rename(d.join(KIND).join("web.snap.new"), d.join(KIND).join("web.snap")).unwrap(); }, "{KIND}/web.snap", ": not a pending snapshot: a platform's directory holds only <scenario>.snap.new files")]
+    #[case::too_deep(|d: &Path| { std::fs::create_dir(d.join(KIND).join("more")).unwrap(); }, "{KIND}/more", ": not a pending snapshot: a platform's directory holds only")]
+    #[case::not_a_platform(|d: &Path| { std::fs::create_dir(d.join(".hidden")).unwrap(); }, ".hidden", ": not a pending snapshot: \".hidden\" is not a platform's name")]
+    #[case::garbage(|d: &Path| { std::fs::write(d.join(KIND).join("web.snap.new"), "garbage").unwrap(); }, "{KIND}/web.snap.new", ": not a snapshot file (a `---` header, then a YAML list of events)")]
+    #[case::renamed(|d: &Path| { std::fs::rename(d.join(KIND).join("web.snap.new"), d.join(KIND).join("api.snap.new")).unwrap(); }, "{KIND}/api.snap.new", &format!(": its header says it holds the events of web on {KIND}, but its place says api on {KIND}"))]
+    #[case::other_platform(|d: &Path| { std::fs::create_dir(d.join("kind-1.32-containerd-2.0-cgroup2-arm64")).unwrap(); std::fs::rename(d.join(KIND).join("web.snap.new"), d.join("kind-1.32-containerd-2.0-cgroup2-arm64/web.snap.new")).unwrap(); }, "kind-1.32-containerd-2.0-cgroup2-arm64/web.snap.new", &format!(": its header says it holds the events of web on {KIND}, but its place says web on kind-1.32-containerd-2.0-cgroup2-arm64"))]
+    #[case::no_header(|d: &Path| { std::fs::write(d.join(KIND).join("web.snap.new"), "---\nsource: x\n---\n[]\n").unwrap(); }, "{KIND}/web.snap.new", ": not a pending snapshot: its header's description does not say whose events it holds")]
+    #[case::symlink(|d: &Path| { let f = d.join(KIND).join("web.snap.new"); let away = d.parent().unwrap().join("elsewhere"); std::fs::rename(&f, &away).unwrap(); std::os::unix::fs::symlink(away, &f).unwrap(); }, "{KIND}/web.snap.new", ": not read back: it is a symbolic link; only regular files are read back")]
+    #[case::fifo(|d: &Path| { let f = d.join(KIND).join("web.snap.new"); std::fs::remove_file(&f).unwrap(); make_fifo(&f); }, "{KIND}/web.snap.new", ": not read back: it is a FIFO (named pipe)")]
+    fn bad_input_is_named_and_nothing_is_written(#[case] plant: fn(&Path), #[case] file: &str, #[case] says: &str) {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let from = artefact(tmp.path());
+        plant(&from);
+        let named = if file.is_empty() { String::new() } else { from.join(file.replace("{KIND}", KIND)).display().to_string() };
+        let expected = format!("{named}{}", says.replace("{DIR}", &from.display().to_string()));
+        for err in [s.pending_from(&from).unwrap_err(), s.accept_from(&from, KIND, None).unwrap_err()] {
+            assert!(err.to_string().starts_with(&expected), "{err}\nexpected: {expected}");
+        }
+        let mut out = Vec::new();
+        assert!(review(&s, Some(&from), &mut std::io::Cursor::new("a\na\n"), &mut out, false).is_err());
+        assert!(files(&s.dir).is_empty(), "nothing written: {:?}", files(&s.dir));
+    }
+
+    #[test]
+    fn accept_from_names_a_platform_or_a_scenario_that_is_not_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let from = artefact(tmp.path());
+        let err = s.accept_from(&from, "kind-1.32-containerd-2.0-cgroup2-arm64", None).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("{} holds no snapshot waiting for platform kind-1.32-containerd-2.0-cgroup2-arm64, only for {KIND}: pass --platform with the platform the run reported (each file lies in its platform's directory)", from.display())
+        );
+        let err = s.accept_from(&from, KIND, Some("api")).unwrap_err().to_string();
+        assert_eq!(err, format!("no snapshot of api on {KIND} waits for review in {} (waiting: db on {KIND}, web on {KIND})", from.display()));
+        assert!(matches!(s.accept_from(&from, "../x", None), Err(SnapshotError::Name { .. })));
+        assert!(matches!(s.accept_from(&from, KIND, Some("../web")), Err(SnapshotError::Name { .. })));
+        assert!(files(&s.dir).is_empty());
+    }
+
+    /// As root, a file read back must be root's or the invoking user's; otherwise anyone's will do.
+    #[rstest::rstest]
+    #[case::root_reads_roots(0, 0, 0, true)]
+    #[case::root_reads_the_invoking_users(1000, 0, 1000, true)]
+    #[case::root_refuses_another_users(1001, 0, 1000, false)]
+    #[case::root_alone_refuses_any_user(1000, 0, 0, false)]
+    #[case::a_user_reads_anyones(1001, 1000, 1000, true)]
+    fn files_read_back_as_root_are_roots_or_the_invoking_users(#[case] owner: u32, #[case] euid: u32, #[case] invoking: u32, #[case] read: bool) {
+        assert_eq!(owner_refusal(owner, euid, invoking).is_none(), read);
+        // The same on a real file, where this process may give it away (as root).
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("web.snap.new");
+        std::fs::write(&f, file_text("web", "p", &[])).unwrap();
+        if std::os::unix::fs::chown(&f, Some(owner), None).is_ok() {
+            let got = read_back_as(&f, euid, invoking);
+            assert_eq!(got.is_ok(), read, "{got:?}");
+            if !read {
+                let err = got.unwrap_err().to_string();
+                assert!(err.starts_with(&format!("{}: not read back: it is owned by uid {owner}: running as root", f.display())), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_is_written_whole_and_never_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, "keep me").unwrap();
+        std::fs::create_dir_all(s.dir.join("p")).unwrap();
+        std::os::unix::fs::symlink(&outside, s.new_path("p", "web")).unwrap();
+        assert!(matches!(s.check("p", "web", &[ev("A", "b")]), SnapshotResult::New(_)));
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me", "not written through the link");
+        assert!(std::fs::symlink_metadata(s.new_path("p", "web")).unwrap().is_file(), "the link was replaced by the file");
+        assert_eq!(files(&s.dir), ["p/web.snap.new"], "no temporary file left");
+        // A pending snapshot that is a link is not accepted, and the reviewed one is not written.
+        std::fs::remove_file(s.new_path("p", "web")).unwrap();
+        std::os::unix::fs::symlink(&outside, s.new_path("p", "web")).unwrap();
+        let err = s.accept("web", None);
+        assert!(matches!(&err, Err(SnapshotError::ReadBack { .. })), "{err:?}");
+        assert!(!s.path("p", "web").exists());
     }
 }

@@ -220,6 +220,9 @@ pub struct RunOptions {
     /// On kind, the needs of the cluster the scenario shares with others ([`kind_cluster_groups`]); none:
     /// its fault's own.
     pub cluster_needs: Option<Needs>,
+    /// A scenario with no reviewed snapshot on the platform (`new`) fails instead of passing with a
+    /// notice (`--strict-snapshots`, `FAULTLAB_STRICT_SNAPSHOTS`).
+    pub strict_snapshots: bool,
 }
 
 /// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
@@ -681,23 +684,35 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
             let (snapshot, note) = store.check_held_back(&report.platform, scenario.name(), &report.events, &withheld);
             report.snapshot = snapshot;
             report.notes.extend(note);
-            report.status = match (&report.snapshot, report.teardown_errors.is_empty()) {
-                (SnapshotResult::Matched, true) => Status::Passed,
-                (SnapshotResult::Mismatched(d), _) => {
-                    report.failed_phase = Some(Phase::Recovery);
-                    // The paragraph says what differs and where the file to review is.
-                    report.error = Some(d.clone());
-                    Status::Failed
+            let teardown_ok = report.teardown_errors.is_empty();
+            match verdict(&report.snapshot, teardown_ok, options.strict_snapshots, scenario.name(), &report.platform) {
+                Ok(()) => report.status = Status::Passed,
+                Err((phase, error)) => {
+                    report.status = Status::Failed;
+                    report.failed_phase = Some(phase);
+                    report.error = Some(error);
                 }
-                _ => {
-                    report.failed_phase = Some(Phase::Teardown);
-                    report.error = Some("teardown left something behind; run `faultlab cleanup`".into());
-                    Status::Failed
-                }
-            };
+            }
             report
         }
         Err(e) => failed(report, outcome.phase, e.to_string()),
+    }
+}
+
+/// The verdict of a run whose gates, fix and recovery held: a changed snapshot fails it (its error is
+/// the snapshot's paragraph, which says what differs and where the file to review is); a new one passes
+/// it, unless `strict`; then what teardown left behind fails it. The failure's phase and error.
+pub fn verdict(snapshot: &SnapshotResult, teardown_ok: bool, strict: bool, scenario: &str, platform: &str) -> Result<(), (Phase, String)> {
+    match snapshot {
+        SnapshotResult::Changed(d) => return Err((Phase::Recovery, d.clone())),
+        SnapshotResult::New(_) if strict => {
+            return Err((Phase::Recovery, format!("no reviewed snapshot of {scenario} on {platform}, and --strict-snapshots fails a run without one")));
+        }
+        SnapshotResult::Matched | SnapshotResult::New(_) | SnapshotResult::Skipped(_) => {}
+    }
+    match teardown_ok {
+        true => Ok(()),
+        false => Err((Phase::Teardown, "teardown left something behind; run `faultlab cleanup`".into())),
     }
 }
 
@@ -897,5 +912,23 @@ mod tests {
             assert_eq!(s.scenario.fault.fault().host_wide_on_kind(), None, "{name}");
             assert_eq!(host_wide_refusal(&s, &kind(), false), None, "{name}");
         }
+    }
+
+    /// The verdict: gates, fix and recovery held (they are not in question here); a changed snapshot
+    /// fails, a new one passes unless strict (then it fails naming the scenario and the platform), and
+    /// what teardown left behind fails.
+    #[rstest::rstest]
+    #[case::matched(SnapshotResult::Matched, true, false, None)]
+    #[case::matched_strict(SnapshotResult::Matched, true, true, None)]
+    #[case::new(SnapshotResult::New("none yet".into()), true, false, None)]
+    #[case::new_strict(SnapshotResult::New("none yet".into()), true, true, Some((Phase::Recovery, "no reviewed snapshot of web on p, and --strict-snapshots fails a run without one")))]
+    #[case::changed(SnapshotResult::Changed("differs".into()), true, false, Some((Phase::Recovery, "differs")))]
+    #[case::changed_strict(SnapshotResult::Changed("differs".into()), true, true, Some((Phase::Recovery, "differs")))]
+    #[case::changed_and_teardown(SnapshotResult::Changed("differs".into()), false, false, Some((Phase::Recovery, "differs")))]
+    #[case::new_and_teardown(SnapshotResult::New("none yet".into()), false, false, Some((Phase::Teardown, "teardown left something behind; run `faultlab cleanup`")))]
+    #[case::matched_and_teardown(SnapshotResult::Matched, false, true, Some((Phase::Teardown, "teardown left something behind; run `faultlab cleanup`")))]
+    fn the_verdict_takes_the_snapshots_status_and_strict(#[case] snapshot: SnapshotResult, #[case] teardown_ok: bool, #[case] strict: bool, #[case] failed: Option<(Phase, &str)>) {
+        let got = verdict(&snapshot, teardown_ok, strict, "web", "p");
+        assert_eq!(got.as_ref().err().map(|(p, e)| (*p, e.as_str())), failed);
     }
 }

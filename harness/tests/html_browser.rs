@@ -50,7 +50,7 @@ const PROBE: &str = r#"<script>
   };
   const marks = [...document.querySelectorAll('svg.timeline g.event, svg.timeline g.wait, svg.timeline rect.phase, svg.timeline g.pod-state')];
   const out = {
-    rows: [...document.querySelectorAll('tr.scenario')].map(r => [r.dataset.scenario, r.dataset.status]),
+    rows: [...document.querySelectorAll('tr.scenario')].map(r => [r.dataset.scenario, r.dataset.status, r.dataset.snapshot]),
     sections: document.querySelectorAll('section.run').length,
     svgs: document.querySelectorAll('svg.timeline').length,
     events: [...document.querySelectorAll('svg.timeline g.event')].map(g => [g.dataset.reason, g.querySelector('title').textContent]),
@@ -96,7 +96,7 @@ fn in_browser(browser: &str, fixture: &Path) -> Result<(), Failed> {
     let seen: serde_json::Value = serde_json::from_str(&text)?;
 
     let expected_rows: Vec<serde_json::Value> =
-        report.scenarios.iter().map(|s| serde_json::json!([s.scenario, serde_json::to_value(s.status).unwrap()])).collect();
+        report.scenarios.iter().map(|s| serde_json::json!([s.scenario, serde_json::to_value(s.status).unwrap(), s.snapshot.status().map_or("", |x| x.as_str())])).collect();
     check(seen["rows"] == serde_json::Value::from(expected_rows.clone()), format!("summary rows {} (expected {expected_rows:?})", seen["rows"]))?;
     check(seen["sections"] == report.scenarios.len(), format!("sections {}", seen["sections"]))?;
     check(seen["svgNamespace"] == true, "the timelines are SVG elements".into())?;

@@ -1,8 +1,10 @@
 //! Scenario sets of one's own, driven as a user drives them: through the `faultlab` command, in a
 //! temporary directory outside the repository. `faultlab new` writes a scenario, `validate`, `show`
-//! and `plan` accept it; on the test bed its first run fails with the "no reviewed snapshot yet"
-//! paragraph and the file to review beside the set, `snapshots review` lists it, `snapshots accept`
-//! accepts it, and the second run passes. The example set (`examples/my-scenarios/`) passes against its
+//! and `plan` accept it; on the test bed its first run passes with the "no reviewed snapshot yet"
+//! notice (snapshot `new`) and the file to review beside the set, the same run with
+//! `--strict-snapshots` fails naming the scenario and the platform, `snapshots review` lists it,
+//! `snapshots accept` accepts it, and the next strict run passes (`matched`). Snapshots a CI run
+//! left (`snapshots review --from`, `accept --from`) are taken in without a cluster. The example set (`examples/my-scenarios/`) passes against its
 //! reviewed snapshot. Nothing is ever written into the repository's `expectations/`. The trials that
 //! need the test bed are reported ignored, with the reason, without it.
 
@@ -32,9 +34,10 @@ fn main() -> ExitCode {
     let mut trials = vec![
         Trial::test("new-validate-show-plan-outside-the-repository", new_validate_show_plan),
         Trial::test("example-set-validates-and-has-reviewed-snapshots", example_validates),
+        Trial::test("snapshots-from-a-ci-artefact-are-reviewed-and-accepted", snapshots_from_elsewhere),
     ];
     let on_bed: Vec<(&str, BedTrial)> = vec![
-        ("own-set-first-run-wants-review-then-passes", first_run_then_accept),
+        ("own-set-first-run-passes-as-new-strict-fails-then-matches", first_run_then_accept),
         ("example-set-passes-on-the-test-bed", example_passes),
     ];
     for (name, f) in on_bed {
@@ -76,6 +79,7 @@ impl User {
             .env_remove("FAULTLAB_SCENARIOS")
             .env_remove("FAULTLAB_EXPECTATIONS")
             .env_remove("FAULTLAB_PROVIDER")
+            .env_remove("FAULTLAB_STRICT_SNAPSHOTS")
             .stdin(Stdio::null());
         if let Some(d) = &self.description {
             c.env("FAULTLAB_TESTBED", d);
@@ -251,8 +255,9 @@ fn first_run_then_accept(description: &Path) -> Result<(), Failed> {
     u.ok(&["validate", set_arg])?;
     let run = ["run", name, "--scenarios", set_arg, "--provider", "existing"];
 
-    // First run: everything passes but the snapshot, which nobody has reviewed yet.
-    let first = u.fails(&run)?;
+    // First run: the gates, the fix and the recovery decide, and it passes; its snapshot is new, which
+    // it says in one paragraph, and the events wait for review.
+    let first = u.ok(&run)?;
     let pending: Vec<PathBuf> = std::fs::read_dir(set.join("expectations"))
         .map_err(|e| format!("no expectations/ beside the set: {e}\n{first}"))?
         .filter_map(|e| e.ok())
@@ -264,17 +269,23 @@ fn first_run_then_accept(description: &Path) -> Result<(), Failed> {
     };
     let platform = new.parent().and_then(|p| p.file_name()).and_then(|p| p.to_str()).ok_or("platform")?.to_string();
     let paragraph = format!(
-        "  snapshot: no reviewed snapshot yet for {name} on {platform}: wrote {}; read it and accept it with `faultlab snapshots accept {name} --scenarios {}` (or review with `faultlab snapshots review --scenarios {}`)\n",
+        "  new snapshot: no reviewed snapshot yet for {name} on {platform}: wrote {}; read it and accept it with `faultlab snapshots accept {name} --scenarios {}` (or review with `faultlab snapshots review --scenarios {}`)\n",
         new.display(),
         set.display(),
         set.display()
     );
-    expect(first.contains(&format!("FAIL {name} [{platform}]")), || format!("the first run fails:\n{first}"))?;
+    expect(first.contains(&format!("PASS {name} [{platform}]")) && first.contains(" snapshot=new\n"), || format!("the first run passes, its snapshot new:\n{first}"))?;
     expect(first.contains(&paragraph), || format!("the first run says, in one paragraph,\n{paragraph}\nbut printed:\n{first}"))?;
+    expect(first.contains(&format!("notice: 1 scenario(s) with no reviewed snapshot yet (passed; --strict-snapshots would fail them): {name} on {platform}.")), || first.clone())?;
     for noise in ["panicked", "snapshot assertion", "insta", "error in recovery"] {
         expect(!first.contains(noise), || format!("the first run's output has {noise:?}:\n{first}"))?;
     }
     expect(!new.with_extension("").exists(), || "a run never writes the reviewed .snap".into())?;
+
+    // Strict: the same run fails, naming the scenario and the platform.
+    let strict = u.fails(&[&run[..], &["--strict-snapshots"]].concat())?;
+    expect(strict.contains(&format!("FAIL {name} [{platform}]")), || format!("a strict run fails:\n{strict}"))?;
+    expect(strict.contains(&format!("  error in recovery: no reviewed snapshot of {name} on {platform}, and --strict-snapshots fails a run without one\n")), || strict.clone())?;
 
     // Read as a reviewer would: the documented symptom is there.
     let events = faultlab::snapshot::stored_events(&std::fs::read_to_string(new).map_err(|e| e.to_string())?).ok_or("the .snap.new does not read as events")?;
@@ -285,12 +296,51 @@ fn first_run_then_accept(description: &Path) -> Result<(), Failed> {
     let accepted = u.ok(&["snapshots", "accept", name, "--scenarios", set_arg])?;
     let snap = set.join("expectations").join(&platform).join(format!("{name}.snap"));
     expect(accepted.contains(&format!("accepted {name} on {platform}: {}", snap.display())), || accepted.clone())?;
-    expect(snap.is_file() && !new.exists(), || "accept moves the .snap.new over the .snap".into())?;
+    expect(snap.is_file() && !new.exists(), || "accept puts the .snap.new in the .snap's place".into())?;
 
-    // Second run: passes against the reviewed snapshot.
-    let second = u.ok(&run)?;
-    expect(second.contains(&format!("PASS {name} [{platform}]")), || format!("the second run passes:\n{second}"))?;
+    // Next run, strict: passes against the reviewed snapshot.
+    let second = u.ok(&[&run[..], &["--strict-snapshots"]].concat())?;
+    expect(second.contains(&format!("PASS {name} [{platform}]")) && second.contains(" snapshot=matched\n"), || format!("the next run passes, its snapshot matched:\n{second}"))?;
     expect(!new.exists(), || "a passing run leaves no .snap.new".into())?;
+    untouched.check()
+}
+
+/// A CI run's artefact of pending snapshots (`<platform>/<scenario>.snap.new`), downloaded: `snapshots
+/// review --from` lists it, `snapshots accept --platform P --from` takes it into the set, and bad input
+/// is refused with the file named, before anything is written.
+fn snapshots_from_elsewhere() -> Result<(), Failed> {
+    let u = User::new(None)?;
+    let untouched = Untouched::new();
+    let set = u.path("my-scenarios");
+    let set_arg = set.to_str().ok_or("path")?;
+    u.ok(&["new", "shop-config-missing", "--fault", "configmap-missing", "--dir", set_arg])?;
+    let platform = "kind-1.32-containerd-2.0-cgroup2-amd64";
+    let from = u.path("snapshots-new-amd64-1");
+    let from_arg = from.to_str().ok_or("path")?;
+    let event = faultlab::events::Normalised { object: "Pod/web-<id>".into(), type_: "Warning".into(), reason: "FailedMount".into(), source: "kubelet".into(), message: "configmap \"app-config\" not found".into() };
+    let text = faultlab::snapshot::file_text("shop-config-missing", platform, &[event]);
+    std::fs::create_dir_all(from.join(platform)).map_err(|e| e.to_string())?;
+    std::fs::write(from.join(platform).join("shop-config-missing.snap.new"), &text).map_err(|e| e.to_string())?;
+
+    // Listed (no terminal: exit status 1, as anything waits), with how to accept it.
+    let listed = u.fails(&["snapshots", "review", "--from", from_arg, "--scenarios", set_arg])?;
+    expect(listed.contains(&format!("shop-config-missing on {platform}: new, no reviewed snapshot yet")) && listed.contains("FailedMount"), || listed.clone())?;
+    expect(listed.contains("--platform PLATFORM --from"), || listed.clone())?;
+    // --from without --platform is a usage error; a directory that is not there is named.
+    let usage = u.fails(&["snapshots", "accept", "--from", from_arg, "--scenarios", set_arg])?;
+    expect(usage.contains("--platform"), || usage.clone())?;
+    let missing = u.fails(&["snapshots", "accept", "--platform", platform, "--from", u.path("nowhere").to_str().ok_or("path")?, "--scenarios", set_arg])?;
+    expect(missing.contains(&format!("--from {}: no such directory", u.path("nowhere").display())), || missing.clone())?;
+    // Another platform than the one it holds is refused, and nothing is written.
+    let other = u.fails(&["snapshots", "accept", "--platform", "kind-1.32-containerd-2.0-cgroup2-arm64", "--from", from_arg, "--scenarios", set_arg])?;
+    expect(other.contains(&format!("holds no snapshot waiting for platform kind-1.32-containerd-2.0-cgroup2-arm64, only for {platform}")), || other.clone())?;
+    expect(!set.join("expectations").exists(), || "a refused accept wrote into the set".into())?;
+
+    let accepted = u.ok(&["snapshots", "accept", "--platform", platform, "--from", from_arg, "--scenarios", set_arg])?;
+    let snap = set.join("expectations").join(platform).join("shop-config-missing.snap");
+    expect(accepted.contains(&format!("accepted shop-config-missing on {platform} from ")) && accepted.contains(&snap.display().to_string()), || accepted.clone())?;
+    expect(std::fs::read_to_string(&snap).ok().as_deref() == Some(text.as_str()), || format!("{} is the artefact's file", snap.display()))?;
+    expect(from.join(platform).join("shop-config-missing.snap.new").is_file(), || "the artefact is left as it is".into())?;
     untouched.check()
 }
 

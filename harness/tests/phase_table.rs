@@ -59,7 +59,7 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     failed.node = "faultlab-node".into();
     failed.failed_phase = Some(faultlab::record::Phase::Symptom);
     failed.error = Some("timed out after 2m waiting for the symptom\nseen: Pulled".into());
-    failed.snapshot = faultlab::snapshot::SnapshotResult::Mismatched("events differ\n  missing: Warning BackOff".into());
+    failed.snapshot = faultlab::snapshot::SnapshotResult::Changed("events differ\n  missing: Warning BackOff".into());
     failed.teardown_errors = vec!["undo 1 failed: exit 1\nstderr".into()];
     let path = dir.path().join("arm64-suite.json");
     std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken"), failed] }.json()).unwrap();
@@ -70,6 +70,28 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     let expected = format!(
         "FAILED {}: duplicate-container on k8s-1.20-containerd-1.6-arm64 (faultlab-node), in symptom\n    timed out after 2m waiting for the symptom\n    seen: Pulled\n    snapshot: events differ\n    snapshot:   missing: Warning BackOff\n    teardown: undo 1 failed: exit 1\n",
         path.display()
+    );
+    assert_eq!(text, expected);
+    // A new snapshot failed by --strict-snapshots: its paragraph (where the events wait) too; a report
+    // of an older faultlab (`"snapshot": {"result": "mismatched", ...}`) still shows its difference.
+    let mut strict = passed("cni-broken");
+    strict.status = Status::Failed;
+    strict.platform = "p".into();
+    strict.failed_phase = Some(faultlab::record::Phase::Recovery);
+    strict.error = Some("no reviewed snapshot of cni-broken on p, and --strict-snapshots fails a run without one".into());
+    strict.snapshot = faultlab::snapshot::SnapshotResult::New("no reviewed snapshot yet for cni-broken on p: wrote x.snap.new".into());
+    let mut older: serde_json::Value = serde_json::from_str(&SuiteReport { wall_seconds: 1.0, scenarios: vec![strict.clone()] }.json()).unwrap();
+    older["scenarios"][0]["snapshot"] = serde_json::json!({"result": "mismatched", "detail": "events differ"});
+    let older_path = dir.path().join("older.json");
+    std::fs::write(&older_path, older.to_string()).unwrap();
+    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![strict] }.json()).unwrap();
+    let out = Command::new("python3").arg(script()).arg("--failures").arg(&path).arg(&older_path).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = format!(
+        "FAILED {}: cni-broken on p (-), in recovery\n    no reviewed snapshot of cni-broken on p, and --strict-snapshots fails a run without one\n    snapshot: no reviewed snapshot yet for cni-broken on p: wrote x.snap.new\nFAILED {}: cni-broken on p (-), in recovery\n    no reviewed snapshot of cni-broken on p, and --strict-snapshots fails a run without one\n    snapshot: events differ\n",
+        path.display(),
+        older_path.display()
     );
     assert_eq!(text, expected);
     // Nothing failed: nothing printed.

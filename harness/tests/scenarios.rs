@@ -6,7 +6,9 @@
 //! reason is printed. Scenarios run side by side where their faults' reach allows (as `faultlab run
 //! --jobs`: on a test bed of several nodes each gets a node; `FAULTLAB_JOBS=N` caps how many at once,
 //! 1 runs them one after the other; `--test-threads` is set from it). On a cluster faultlab did not
-//! create, the node's state is compared before and after each run.
+//! create, the node's state is compared before and after each run. A scenario with no reviewed snapshot
+//! on the platform passes with a notice (its `.snap.new` waits for review); `FAULTLAB_STRICT_SNAPSHOTS=1`
+//! fails it instead, as `faultlab run --strict-snapshots` does.
 
 use std::process::ExitCode;
 
@@ -123,7 +125,15 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             None => None,
         };
         // On kind, faults that reach into the host run only when FAULTLAB_ALLOW_HOST_WIDE=1 says so.
-        let options = suite::RunOptions { allow_host_wide: std::env::var("FAULTLAB_ALLOW_HOST_WIDE").is_ok_and(|v| v == "1" || v == "true"), node: lease.node.clone(), ..Default::default() };
+        // FAULTLAB_STRICT_SNAPSHOTS=1 fails a scenario with no reviewed snapshot on the platform, as
+        // `faultlab run --strict-snapshots` does; without it that scenario passes with a notice.
+        let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1" || v == "true");
+        let options = suite::RunOptions {
+            allow_host_wide: flag("FAULTLAB_ALLOW_HOST_WIDE"),
+            strict_snapshots: flag("FAULTLAB_STRICT_SNAPSHOTS"),
+            node: lease.node.clone(),
+            ..Default::default()
+        };
         let report = suite::run(&loaded, &choice, &options, Recorder::default()).await;
         eprintln!("{}", report.line());
         if let Some(dir) = &report_dir {
