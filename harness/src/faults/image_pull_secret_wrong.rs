@@ -101,8 +101,8 @@ impl Fault for ImagePullSecretWrong {
         registry::workload(&self.deployment)
     }
 
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        registry::plan_answers()
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+        registry::plan_answers(node)
     }
 
     fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {

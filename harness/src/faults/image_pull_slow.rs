@@ -129,8 +129,8 @@ impl Fault for ImagePullSlow {
         registry::workload(&self.deployment)
     }
 
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        let mut answers = registry::plan_answers();
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+        let mut answers = registry::plan_answers(node);
         answers.extend(registry::plan_filler_answers());
         answers
     }

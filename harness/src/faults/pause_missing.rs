@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::check::Problem;
 use crate::cmd::Cmd;
-use crate::node::NodeProfile;
+use crate::node::{ContainerdConfig, NodeProfile, Setting};
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
 pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
@@ -64,8 +64,23 @@ impl PauseMissing {
         })
     }
 
-    fn image(ctx: &Ctx) -> String {
-        ctx.node.profile.containerd.sandbox_image.clone()
+    /// The sandbox image the node's containerd runs pods with, read from its config on the node (at
+    /// the key of the file's version: `sandbox_image` in version 2, `pinned_images.sandbox` in 3); the
+    /// profile's when the file sets none (containerd's default for its release, which the profile
+    /// names). Where the two differ, the node's is the one a sandbox needs.
+    async fn image(ctx: &Ctx) -> Result<String, FaultError> {
+        let file = &ctx.node.profile.containerd.config;
+        let text = ctx.run("read-containerd-config", Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
+        let config = ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: "read-containerd-config".into(), message: e.to_string() })?;
+        let profile = &ctx.node.profile.containerd.sandbox_image;
+        Ok(match config.configured_sandbox_image() {
+            Some(image) if image != profile => {
+                ctx.note(format!("{file} sets the sandbox image {image} ({}), not {profile} as the node's profile says: the fault acts on the node's", config.field(Setting::SandboxImage)));
+                image.to_string()
+            }
+            Some(image) => image.to_string(),
+            None => profile.clone(),
+        })
     }
 
     /// `tar -xzvf <package>` into the work directory, as the document does.
@@ -119,7 +134,7 @@ impl Fault for PauseMissing {
     /// document's fix can run as written. On the test bed the package is already there.
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let package = self.package(ctx)?;
-        let image = Self::image(ctx);
+        let image = Self::image(ctx).await?;
         let export = crate::cmd::shell_join(&ctx.node.profile.ctr(["image", "export", "pause.tar", image.as_str()]).argv);
         let script = format!(
             "test -s {pkg} || {{ d=$(mktemp -d) && cd \"$d\" && {export} && mkdir -p \"$(dirname {pkg})\" && tar -czf {pkg} pause.tar && rm -rf \"$d\"; }}",
@@ -130,9 +145,9 @@ impl Fault for PauseMissing {
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let image = Self::image(ctx);
         // The undo is the documented fix itself: unpack and import again.
         let restore = format!("{} && {}", self.unpack(ctx)?.argv[2], Self::import(ctx).argv[2]);
+        let image = Self::image(ctx).await?;
         ctx.undo_on_node(&format!("re-import sandbox image {image}"), Cmd::shell(restore).timeout(std::time::Duration::from_secs(180)))?;
         ctx.note(format!("delete the sandbox image {image} from the node's containerd"));
         ctx.run("delete-sandbox-image", ctx.node.profile.ctr(["images", "rm", image.as_str()])).await?;
@@ -142,7 +157,7 @@ impl Fault for PauseMissing {
 
     /// In place while the node's sandbox image is missing from its containerd.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
-        let image = Self::image(ctx);
+        let image = Self::image(ctx).await?;
         let out = ctx.run("check-image", ctx.node.profile.ctr(["images", "ls", "-q"])).await?;
         Ok(if out.stdout.lines().any(|l| l.trim() == image) {
             Presence::Absent(format!("the sandbox image {image} is on the node"))
@@ -180,7 +195,10 @@ mod tests {
         assert_eq!(journal.entries.len(), 1, "the undo is journalled");
         assert_eq!(
             fake.lines(),
-            vec!["ip netns exec faultlab-node timeout -k 5 60 ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm faultlab.invalid/cce-pause:3.1"]
+            vec![
+                "ip netns exec faultlab-node timeout -k 5 60 cat -- /var/lib/faultlab/testbed/containerd.toml",
+                "ip netns exec faultlab-node timeout -k 5 60 ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm faultlab.invalid/cce-pause:3.1"
+            ]
         );
         let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
@@ -205,6 +223,19 @@ mod tests {
         assert!(matches!(PauseMissing::default().present(&ctx).await.unwrap(), Presence::Absent(_)));
         fake.respond("images ls -q", crate::cmd::Output::default());
         assert!(matches!(PauseMissing::default().present(&ctx).await.unwrap(), Presence::Present(w) if w.contains("is missing from the node")));
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_image_is_the_one_the_nodes_containerd_config_sets() {
+        let (ctx, fake) = ctx();
+        fake.respond("cat -- ", crate::cmd::Output::ok("version = 3\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'registry.k8s.io/pause:3.10'\n"));
+        PauseMissing::default().inject(&ctx).await.unwrap();
+        assert!(fake.lines()[1].ends_with("images rm registry.k8s.io/pause:3.10"), "{:?}", fake.lines());
+        let notes: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(notes.iter().any(|n| n.contains("sets the sandbox image registry.k8s.io/pause:3.10 (plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox), not faultlab.invalid/cce-pause:3.1")), "{notes:?}");
+        fake.respond("cat -- ", crate::cmd::Output::ok("not = [toml"));
+        let err = PauseMissing::default().inject(&ctx).await.unwrap_err().to_string();
+        assert!(err.starts_with("read-containerd-config: containerd's config /var/lib/faultlab/testbed/containerd.toml is not TOML"), "{err}");
     }
 
     fn fault(package: &str) -> PauseMissing {

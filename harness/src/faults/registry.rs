@@ -25,7 +25,7 @@ use serde_json::json;
 use super::{Ctx, FaultError};
 use crate::cmd::{Cmd, Output};
 use crate::journal::Undo;
-use crate::node::RegistryProfile;
+use crate::node::{ContainerdConfig, RegistryProfile, Setting};
 
 /// Where the node's busybox image is pushed in every registry of a run: scenarios name it
 /// `${registry}/faultlab/busybox:1`.
@@ -135,6 +135,45 @@ pub fn password(namespace: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(format!("faultlab registry login {namespace}").as_bytes());
     digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why the node's containerd (its config, `config`) would not read the registry settings faultlab
+/// writes under `hosts_dir`, if it would not: no registry hosts directory at all (kind's stock config
+/// and containerd's default set none, and then every pull from the run's registry fails x509), or
+/// others than `hosts_dir` (`config_path` is a `:`-separated list).
+pub fn hosts_dir_problem(node: &str, config: &ContainerdConfig, hosts_dir: &str) -> Option<String> {
+    let field = config.field(Setting::RegistryConfigPath);
+    let file = config.file();
+    let wanted = hosts_dir.trim_end_matches('/');
+    match config.registry_config_path() {
+        None => Some(format!(
+            "containerd on node {node} reads no registry hosts directory ({field} is not set in {file}), so it would ignore the \
+             hosts.toml and CA of the run's registry and every pull from it would fail x509; set {field} = \"{wanted}\" and restart \
+             containerd (on kind, a containerdConfigPatches entry: faultlab's kind clusters have it)"
+        )),
+        Some(path) if !path.split(':').any(|d| d.trim_end_matches('/') == wanted) => Some(format!(
+            "containerd on node {node} reads registry settings from {path} ({field} in {file}), not from {wanted}, where the node's \
+             profile says faultlab writes them; make the two agree (the profile's registry.hostsDir, or {field})"
+        )),
+        Some(_) => None,
+    }
+}
+
+/// A node command that makes sure the node's containerd holds every blob of its busybox image, so
+/// that `ctr images push` can send it: an image the CRI pulled where `discard_unpacked_layers` is on
+/// (kind's stock nodes) keeps its manifest but not its layers, and a node image may not hold busybox
+/// at all. `ctr images check` says `complete` or not; if not, `ctr content fetch` fetches the missing
+/// blobs from where the image comes from (its registry), for ctr's own platform: the node's.
+pub fn complete_content(node: &crate::node::NodeProfile) -> Cmd {
+    let image = &node.images.busybox;
+    let check = crate::cmd::shell_join(&node.ctr(["images", "check", &format!("name=={image}")]).argv);
+    let fetch = crate::cmd::shell_join(&node.ctr(["content", "fetch", image.as_str()]).argv);
+    let quoted = shell_words::quote(image);
+    let script = format!(
+        "status=$({check} | awk 'NR > 1 {{ print $4 }}'); [ \"$status\" = complete ] && exit 0; \
+         echo {quoted}\": ${{status:-not on the node}}; fetching its content\" >&2; {fetch}"
+    );
+    Cmd::shell(script).timeout(Duration::from_secs(300))
 }
 
 /// Programs the registry needs on this machine, with the Debian package of each.
@@ -504,8 +543,15 @@ impl Registry {
     }
 
     /// Journal the removal of the node's settings for this registry, then write them: its CA and
-    /// `hosts.toml` (containerd reads them at each pull).
+    /// `hosts.toml` (containerd reads them at each pull). First, that the node's containerd reads that
+    /// directory at all: its config is read from the node, not assumed (see [`hosts_dir_problem`]).
     pub async fn trust_on_node(&self, ctx: &Ctx) -> Result<(), FaultError> {
+        let file = &ctx.node.profile.containerd.config;
+        let text = ctx.run("read-containerd-config", Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
+        let config = ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: "read-containerd-config".into(), message: e.to_string() })?;
+        if let Some(message) = hosts_dir_problem(ctx.node.name(), &config, &self.profile.hosts_dir) {
+            return Err(FaultError::Check { step: "trust-registry".into(), message });
+        }
         let dir = self.hosts_dir();
         ctx.undo_on_node(&format!("remove the node's settings for registry {}", self.endpoint()), Cmd::new(["rm", "-rf", &dir]))?;
         let ca = ctx.run_on_host("read-ca", Cmd::new(["cat", &self.file("ca.crt")])).await?.stdout;
@@ -515,8 +561,10 @@ impl Registry {
         Ok(())
     }
 
-    /// Push the node's busybox image to the registry with the node's containerd, as step `step`.
+    /// Push the node's busybox image to the registry with the node's containerd, as step `step`, once
+    /// the node holds all of its content ([`complete_content`]).
     pub async fn push(&self, ctx: &Ctx, step: &str) -> Result<(), FaultError> {
+        ctx.run(step, complete_content(&ctx.node.profile)).await?;
         let mut args = vec!["images".to_string(), "push".into(), "--hosts-dir".into(), self.profile.hosts_dir.clone()];
         if self.spec.login {
             args.extend(["--user".into(), format!("{USER}:{}", password(&ctx.namespace))]);
@@ -851,8 +899,10 @@ pub fn common_name(name: &str) -> String {
 }
 
 /// What a plan's host answers for a registry: nothing missing, the port free, `GET /v2/` 200.
-pub fn plan_answers() -> Vec<(&'static str, Output)> {
-    vec![("%{http_code}", Output::ok("200"))]
+pub fn plan_answers(node: &crate::node::NodeProfile) -> Vec<(&'static str, Output)> {
+    let config = format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"{}\"\n", node.registry.as_ref().map_or("/etc/containerd/certs.d", |r| r.hosts_dir.as_str()));
+    let check = format!("REF TYPE DIGEST STATUS SIZE UNPACKED\n{} application/vnd.docker.distribution.manifest.v2+json sha256:<digest> complete (2/2) 2.1 MiB/2.1 MiB true\n", node.images.busybox);
+    vec![("%{http_code}", Output::ok("200")), ("cat -- ", Output::ok(config)), ("images check", Output::ok(check))]
 }
 
 #[cfg(test)]
@@ -934,6 +984,44 @@ mod tests {
         assert_eq!(toml["server"].as_str(), Some("https://198.18.213.1:5443"));
         assert_eq!(toml["host"]["https://198.18.213.1:5443"]["ca"].as_str(), Some("/etc/containerd/certs.d/198.18.213.1:5443/ca.crt"));
         assert_eq!(r.image(), "198.18.213.1:5443/faultlab/busybox:1");
+    }
+
+    #[rstest::rstest]
+    #[case::kinds_stock_config("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  discard_unpacked_layers = true\n", Some("reads no registry hosts directory (plugins.\"io.containerd.grpc.v1.cri\".registry.config_path is not set in /etc/containerd/config.toml)"))]
+    #[case::containerds_default_v3("version = 3\n[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = ''\n", Some("reads no registry hosts directory (plugins.\"io.containerd.cri.v1.images\".registry.config_path is not set"))]
+    #[case::another_directory("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/docker/certs.d\"\n", Some("reads registry settings from /etc/docker/certs.d"))]
+    #[case::faultlabs_kind_patch("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n", None)]
+    #[case::one_of_a_list_v3("version = 3\n[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = '/etc/containerd/certs.d/:/etc/docker/certs.d'\n", None)]
+    fn the_node_must_read_the_hosts_directory_faultlab_writes(#[case] config: &str, #[case] problem: Option<&str>) {
+        let config = ContainerdConfig::parse("/etc/containerd/config.toml", config).unwrap();
+        let got = hosts_dir_problem("n1", &config, "/etc/containerd/certs.d");
+        match (problem, got) {
+            (None, None) => {}
+            (Some(want), Some(got)) => assert!(got.contains(want) && got.starts_with("containerd on node n1 "), "{got}"),
+            (want, got) => panic!("wanted {want:?}, got {got:?}"),
+        }
+    }
+
+    #[test]
+    fn a_push_first_fetches_what_the_node_lacks_of_its_busybox_image() {
+        let mut node = crate::testbed::placeholder_profile();
+        assert_eq!(node.containerd.ctr, None, "the fake below stands in for `ctr`");
+        node.images.busybox = "docker.io/library/busybox:1.36".into();
+        let cmd = complete_content(&node);
+        let script = &cmd.argv[2];
+        assert!(script.contains("images check 'name==docker.io/library/busybox:1.36' | awk 'NR > 1 { print $4 }'"), "{script}");
+        assert!(script.contains("[ \"$status\" = complete ] && exit 0;"), "{script}");
+        assert!(script.ends_with("-n k8s.io content fetch docker.io/library/busybox:1.36"), "{script}");
+        // The script as a shell runs it: a complete image fetches nothing, an incomplete one is fetched.
+        let run = |check: &str| {
+            let fake = format!("ctr() {{ case \"$*\" in *'images check'*) printf 'REF TYPE DIGEST STATUS SIZE UNPACKED\\nb t d {check} (1/2) 1/2 true\\n';; *'content fetch'*) echo fetched;; esac; }}; ");
+            std::process::Command::new("sh").arg("-c").arg(format!("{fake}{script}")).output().unwrap()
+        };
+        let complete = run("complete");
+        assert_eq!((complete.status.success(), String::from_utf8_lossy(&complete.stdout).trim()), (true, ""));
+        let incomplete = run("incomplete");
+        assert_eq!(String::from_utf8_lossy(&incomplete.stdout).trim(), "fetched");
+        assert!(String::from_utf8_lossy(&incomplete.stderr).contains("docker.io/library/busybox:1.36: incomplete; fetching its content"));
     }
 
     #[test]

@@ -127,10 +127,14 @@ impl Fault for RegistryX509 {
         registry::workload(&self.deployment)
     }
 
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        let mut answers = registry::plan_answers();
-        answers.push(("cat ", Output::ok("-----BEGIN CERTIFICATE-----\n<the renewed CA>\n-----END CERTIFICATE-----\n")));
-        answers.push(("grep -c -F", Output::ok("0\n")));
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+        // The last answer whose needle a command holds is its answer: the registry's (`cat -- ` of
+        // containerd's config) after the CA's `cat `.
+        let mut answers = vec![
+            ("cat ", Output::ok("-----BEGIN CERTIFICATE-----\n<the renewed CA>\n-----END CERTIFICATE-----\n")),
+            ("grep -c -F", Output::ok("0\n")),
+        ];
+        answers.extend(registry::plan_answers(node));
         answers
     }
 

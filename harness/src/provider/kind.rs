@@ -138,8 +138,13 @@ pub fn control_plane() -> crate::node::ControlPlaneProfile {
     }
 }
 
-/// containerd's registry hosts directory in faultlab's kind node image (`config_path`, as kind's own).
+/// containerd's registry hosts directory on faultlab's kind nodes (`config_path`: set by
+/// [`REGISTRY_CONFIG_PATH_PATCH`] on every cluster; kind's stock config sets none).
 pub const REGISTRY_HOSTS_DIR: &str = "/etc/containerd/certs.d";
+
+/// The containerd config patch that sets [`REGISTRY_HOSTS_DIR`] as the registry hosts directory (a
+/// version 2 key, as kind's stock config is; containerd 2 migrates both).
+pub const REGISTRY_CONFIG_PATH_PATCH: &str = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n";
 
 /// The docker network kind puts its nodes on (kind's default; `KIND_EXPERIMENTAL_DOCKER_NETWORK`
 /// names another).
@@ -163,6 +168,11 @@ impl KindNeeds {
     /// A fault's needs in kind's terms.
     pub fn of(needs: &Needs) -> KindNeeds {
         let mut k = KindNeeds { disable_default_cni: needs.no_default_cni, ..Default::default() };
+        // Every cluster: containerd reads per-registry settings from the hosts directory, where a
+        // scenario's registry puts its hosts.toml and CA. kind's stock config sets no config_path (so
+        // containerd would ignore them and a pull from the run's registry fail x509); this is kind's
+        // own documented patch for a local registry, and changes nothing where it is set already.
+        k.containerd_config_patches.push(REGISTRY_CONFIG_PATH_PATCH.to_string());
         if let Some(mib) = needs.containerd_disk_mib {
             // Before kubeadm starts containers, and first of the bootstrap (what a later command does in
             // containerd goes onto the new disk): containerd's root moves onto a loop-mounted ext4 file
@@ -621,14 +631,18 @@ impl Kind {
         }
     }
 
-    /// What a plan's host answers: the node container kind will make, Docker's root, and an image
-    /// without labels of ours.
+    /// What a plan's host answers: the node container kind will make, Docker's root, an image
+    /// without labels of ours (kindest/node) whose nodes hold its own images, and no workload image in
+    /// this machine's Docker (the kubelet pulls it).
     pub fn plan_answers(&self) -> Vec<(&'static str, cmd::Output)> {
         let node = format!("{}-control-plane\n", self.name);
+        let missing = cmd::Output { status: 1, stdout: String::new(), stderr: "Error: No such image\n".into() };
         vec![
             ("docker ps --filter", cmd::Output::ok(node)),
             ("docker info", cmd::Output::ok("/var/lib/docker\n")),
             ("docker image inspect", cmd::Output::ok("null\n")),
+            ("{{.Id}}", missing),
+            ("images ls -q", cmd::Output::ok("registry.k8s.io/pause:3.10\n")),
             ("docker network inspect", cmd::Output::ok("<kind-network-gateway>\n")),
         ]
     }
@@ -642,6 +656,49 @@ impl Kind {
             "--format".into(),
             "{{.Names}}".into(),
         ]
+    }
+
+    /// The images the node image names for workloads (every role but the sandbox image's), or
+    /// kindest/node's busybox.
+    fn workload_images(&self) -> Vec<String> {
+        let profile = self.node_profile("");
+        let mut images: Vec<String> = std::iter::once(profile.images.busybox).chain(profile.images.more.into_values()).collect();
+        images.sort();
+        images.dedup();
+        images
+    }
+
+    /// Load into the nodes, as `kind load docker-image` does, the workload images some node lacks and
+    /// this machine's Docker holds: a node image that preloads only what kindest/node does (ours with
+    /// containerd 2), or kindest/node itself on a machine that cannot reach Docker Hub, runs the
+    /// scenarios' workloads from images the user has. An image neither has is left to the kubelet to
+    /// pull, as on a stock kind cluster.
+    async fn load_images(&self, nodes: &[String], rec: &Recorder) -> Result<(), ProviderError> {
+        let wanted = self.workload_images();
+        let mut listings = Vec::new();
+        for node in nodes {
+            let access = crate::node::NodeAccess::Docker { container: node.clone() };
+            let list = access.wrap(&Cmd::new(["ctr", "-n", "k8s.io", "images", "ls", "-q"]));
+            let out = self.host.run(rec, list, Duration::from_secs(60)).await.map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })?;
+            listings.push(out.stdout);
+        }
+        let missing = images_missing(&wanted, &listings);
+        let mut load = Vec::new();
+        for image in missing {
+            let inspect = vec!["docker".to_string(), "image".into(), "inspect".into(), "--format".into(), "{{.Id}}".into(), image.clone()];
+            match self.host.run(rec, inspect, Duration::from_secs(30)).await {
+                Ok(_) => load.push(image),
+                Err(_) => rec.push(Channel::Note, format!("workload image {image} is on no node and not in this machine's Docker: the kubelet pulls it")),
+            }
+        }
+        if load.is_empty() {
+            return Ok(());
+        }
+        rec.push(Channel::Note, format!("load {} into the nodes from this machine's Docker (the node image does not preload them)", load.join(", ")));
+        let mut argv: Vec<String> = vec!["kind".into(), "load".into(), "docker-image".into()];
+        argv.extend(load);
+        argv.extend(["--name".into(), self.name.clone()]);
+        self.host.run(rec, argv, Duration::from_secs(300)).await.map(drop).map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })
     }
 
     /// Run the bootstrap commands on every node as soon as the node containers exist.
@@ -672,6 +729,11 @@ impl Kind {
         }
         Ok(())
     }
+}
+
+/// Which of `wanted` some node lacks, given each node's `ctr images ls -q` listing.
+pub fn images_missing(wanted: &[String], listings: &[String]) -> Vec<String> {
+    wanted.iter().filter(|w| listings.iter().any(|l| !l.lines().any(|r| r.trim() == w.as_str()))).cloned().collect()
 }
 
 /// Compose a scenario's needs into a kind config.
@@ -776,6 +838,11 @@ impl Provider for Kind {
             return Err(if cleanup.is_empty() { err } else { ProviderError::CleanupAfterCreate { source: Box::new(err), errors: cleanup } });
         }
         cluster.nodes = self.nodes(&cluster, rec).await?;
+        let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        if let Err(err) = self.load_images(&names, rec).await {
+            let _ = self.release(&cluster, rec).await;
+            return Err(err);
+        }
         // The platform is what the nodes report, asked through the API once the run has a client
         // (`Provider::platform`); until then the cluster has none.
         Ok(cluster)
@@ -988,9 +1055,12 @@ mod tests {
 
     #[test]
     fn each_need_in_kinds_terms() {
-        assert_eq!(KindNeeds::of(&Needs::default()), KindNeeds::default(), "nothing needed, nothing composed");
+        let registry_only = KindNeeds { containerd_config_patches: vec![REGISTRY_CONFIG_PATH_PATCH.into()], ..Default::default() };
+        assert_eq!(KindNeeds::of(&Needs::default()), registry_only, "nothing needed: only the registry hosts directory");
+        let patched: toml::Table = REGISTRY_CONFIG_PATH_PATCH.parse().unwrap();
+        assert_eq!(patched["plugins"]["io.containerd.grpc.v1.cri"]["registry"]["config_path"].as_str(), Some(REGISTRY_HOSTS_DIR));
         let sandbox = KindNeeds::of(&Needs { local_sandbox_image: Some("faultlab.invalid/cce-pause:3.1".into()), ..Default::default() });
-        assert_eq!(sandbox.containerd_config_patches, ["[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"faultlab.invalid/cce-pause:3.1\"\n"]);
+        assert_eq!(sandbox.containerd_config_patches, [REGISTRY_CONFIG_PATH_PATCH, "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"faultlab.invalid/cce-pause:3.1\"\n"]);
         assert!(sandbox.node_bootstrap[0].argv[2].contains("ctr -n k8s.io images tag --force \"$src\" faultlab.invalid/cce-pause:3.1"), "{:?}", sandbox.node_bootstrap);
         assert_eq!(sandbox.sandbox_image.as_deref(), Some("faultlab.invalid/cce-pause:3.1"));
         let cpu = KindNeeds::of(&Needs { static_cpu_manager: Some("500m".into()), ..Default::default() });
@@ -1283,6 +1353,22 @@ mod tests {
         assert_eq!(p.crictl, Some(vec!["faultlab-cri".to_string()]));
         let k = kind(Arch::Amd64, KindNeeds { sandbox_image: Some("faultlab.invalid/x:1".into()), ..Default::default() });
         assert_eq!(k.node_profile("n").containerd.sandbox_image, "faultlab.invalid/x:1");
+    }
+
+    #[test]
+    fn workload_images_a_node_lacks_are_loaded() {
+        let wanted = vec!["faultlab.invalid/busybox:1.35".to_string(), "faultlab.invalid/inotify:1".to_string()];
+        let both = "k8s.gcr.io/pause:3.2\nfaultlab.invalid/busybox:1.35\nfaultlab.invalid/inotify:1\n".to_string();
+        assert!(images_missing(&wanted, &[both.clone(), both.clone()]).is_empty());
+        let one = "k8s.gcr.io/pause:3.2\nfaultlab.invalid/busybox:1.35\n".to_string();
+        assert_eq!(images_missing(&wanted, &[both, one]), ["faultlab.invalid/inotify:1"]);
+        assert_eq!(images_missing(&wanted, &["faultlab.invalid/busybox:1.35.1\n".into()]), wanted, "a name is matched whole");
+        let k = kind(Arch::Amd64, KindNeeds::default());
+        k.image_info
+            .set(NodeImage::from_labels_json("img", r#"{"dev.faultlab.image.busybox":"b:1","dev.faultlab.image.pause":"p:1","dev.faultlab.image.inotify":"i:1"}"#).unwrap())
+            .unwrap();
+        assert_eq!(k.workload_images(), ["b:1", "i:1"], "the sandbox image is the node's own, never loaded");
+        assert_eq!(kind(Arch::Amd64, KindNeeds::default()).workload_images(), ["docker.io/library/busybox:1.36"]);
     }
 
     #[test]

@@ -46,6 +46,12 @@ pub enum ProviderError {
         source: Box<ProviderError>,
         errors: Vec<String>,
     },
+    #[error("loading workload images into the nodes of {name} failed: {source}")]
+    LoadImages {
+        name: String,
+        #[source]
+        source: CmdError,
+    },
     #[error("cluster {name} has no node labelled {label}")]
     NoNodes { name: String, label: String },
     #[error("exporting logs of {name} failed: {source}")]
