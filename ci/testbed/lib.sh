@@ -71,9 +71,58 @@ if [ -z "${FL_NODE_ARCH:-}" ]; then
     FL_NODE_ARCH=$(fl_host_arch)
   fi
 fi
-# FL_VM=1: the node is the VM (on the host: the VM's control side; in the VM: FL_IN_VM=1 too).
+# ------------------------------------------------------ the node's cgroups ----
+# The cgroup hierarchy the node runs on: 1 (the legacy per-controller hierarchies) or 2 (the unified
+# one). A node on this host shares the host's, which the test bed does not change; so a node asked for on
+# the other one is a VM of the host's own architecture (under KVM), whose boot script mounts the one
+# asked for (`up --cgroup 2` on this cgroup v1 host; ci/testbed/lib/vm.sh, ci/testbed/vm/boot). up
+# records the choice in $FL_LIB/node-cgroup, so down, status, node and smoke follow it; empty: the
+# node's own default (the host's for a node on the host, v1 for the emulated node).
+# The host's hierarchy: cgroup2fs at /sys/fs/cgroup, or (under `ip netns exec`, whose /sys is a sysfs of
+# its own) a /proc/self/cgroup of `0::` lines only.
+fl_host_cgroup() {
+  if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] || ! grep -qv '^0::' /proc/self/cgroup 2>/dev/null; then
+    echo 2
+  else
+    echo 1
+  fi
+}
+if [ -z "${FL_NODE_CGROUP:-}" ] && [ "$FL_IN_VM" = 0 ] && [ -s "$FL_LIB/node-cgroup" ]; then
+  FL_NODE_CGROUP=$(cat "$FL_LIB/node-cgroup")
+fi
+FL_NODE_CGROUP=${FL_NODE_CGROUP:-}
+case $FL_NODE_CGROUP in
+  "" | 1 | 2) ;;
+  *) echo "FL_NODE_CGROUP=$FL_NODE_CGROUP: not a cgroup version of the test bed's (1, 2)" >&2; exit 2 ;;
+esac
+# FL_VM=1: the node is the VM (on the host: the VM's control side; in the VM: FL_IN_VM=1 too): a node of
+# another architecture (emulated), or on another cgroup hierarchy than the host's (KVM).
 FL_VM=0
 if [ "$FL_IN_VM" = 1 ] || [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then FL_VM=1; fi
+if [ "$FL_IN_VM" = 0 ] && [ -n "$FL_NODE_CGROUP" ] && [ "$FL_NODE_CGROUP" != "$(fl_host_cgroup)" ]; then FL_VM=1; fi
+# FL_VM_EMULATED=1 (on the host): the VM runs under QEMU's TCG, full emulation (slow: the test bed's own
+# waits scale, the VM's containerd disk is smaller): a VM of another architecture, or of the host's where
+# KVM cannot run it (fl_vm_kvm_usable); 0: under KVM. FL_VM_ACCEL=kvm|tcg overrides the choice.
+# KVM that is hardware virtualization (kvm_intel, kvm_amd). These project machines are themselves VMs
+# whose /dev/kvm is kvm_pvm (a KVM without hardware virtualization, for guest kernels built for it): a
+# stock Debian kernel there crawls through its decompressor (seen: still decompressing after 60 s, where
+# TCG boots it in under 20 s), so the host's-architecture VM is emulated there too.
+fl_vm_kvm_usable() {
+  [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }
+}
+FL_VM_EMULATED=0
+if [ "$FL_IN_VM" = 0 ] && [ "$FL_VM" = 1 ]; then
+  case ${FL_VM_ACCEL:-} in
+    kvm) ;;
+    tcg) FL_VM_EMULATED=1 ;;
+    "") if [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ] || ! fl_vm_kvm_usable; then FL_VM_EMULATED=1; fi ;;
+    *) echo "FL_VM_ACCEL=$FL_VM_ACCEL: not kvm or tcg" >&2; exit 2 ;;
+  esac
+  if [ "$FL_VM_EMULATED" = 0 ] && [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then
+    echo "FL_VM_ACCEL=kvm: KVM runs the host's architecture only, not $FL_NODE_ARCH" >&2
+    exit 2
+  fi
+fi
 # ------------------------------------------------------ the node's runtime ----
 # containerd (Debian bookworm's 1.6, a `version = 2` config; the default) or containerd2 (Debian sid's
 # 2.x: its binaries only, unpacked into $FL_CACHE/containerd2 without touching the system's apt state,
@@ -121,11 +170,13 @@ FL_SERVICE_IP=198.19.176.1
 FL_CLUSTER_DNS=198.19.176.10
 FL_APISERVER_PORT=6443
 FL_ETCD_DATA=$FL_LIB/etcd
-# containerd's own disk: 1 GiB; 192 MiB on an emulated node. disk-full fills 80 % of its free space with
-# images streamed over ssh, which the emulated CPU takes at about 1 MB/s (1 GiB: 521 s of a CI run;
-# 384 MiB: 241 s); the node's own images and the scenarios' take about 15 MiB.
+# containerd's own disk: 1 GiB (also in a VM under KVM); 192 MiB on an emulated node. disk-full fills 80 % of
+# its free space with images streamed over ssh, which the emulated CPU takes at about 1 MB/s (1 GiB: 521 s
+# of a CI run; 384 MiB: 241 s); the node's own images and the scenarios' take about 15 MiB.
+# (In the VM, the size the host's up passes to `node prepare`.)
 FL_DISK_MIB=1024
-[ "$FL_VM" = 0 ] || FL_DISK_MIB=192
+[ "$FL_VM_EMULATED" = 0 ] || FL_DISK_MIB=192
+[ "$FL_IN_VM" = 0 ] || FL_DISK_MIB=${FL_VM_DISK_MIB:-192}
 # Persistent mount namespaces of nodes 2..N (bind-mounted files, as `ip netns` keeps network ones).
 FL_MNTNS_DIR=$FL_RUN/mntns
 # Paths the 1.20 kubelet and containerd use whatever one configures, which two kubelets on one host

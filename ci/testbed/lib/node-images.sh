@@ -147,22 +147,32 @@ fl_write_description() {
 
 # The major.minor of the nodes' containerd, for the platform name: `containerd --version` prints
 # `containerd github.com/containerd/containerd/v2 2.1.9+unknown` (sid's 2.x) or `containerd
-# github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1` (bookworm's). The emulated node's is
-# bookworm's 1.6, in the VM.
+# github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1` (bookworm's). A VM node's is bookworm's
+# 1.6, in the VM, or (`up --cgroup 2 --runtime containerd2`) sid's 2.x there, asked there.
 fl_containerd_minor() {
   local v
-  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then echo 1.6; return; fi
-  v=$("$FL_CTRD_BIN_DIR/containerd" --version | awk '{print $3}')
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    if [ "$FL_RUNTIME" = containerd ]; then echo 1.6; return; fi
+    v=$(fl_vm_ssh "$FL_CTRD_BIN_DIR/containerd" --version </dev/null | awk '{print $3}')
+  else
+    v=$("$FL_CTRD_BIN_DIR/containerd" --version | awk '{print $3}')
+  fi
   v=${v#v}
   [[ $v =~ ^([0-9]+)\.([0-9]+) ]] || die "cannot read containerd's version from '$("$FL_CTRD_BIN_DIR/containerd" --version)'"
   printf '%s.%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
 }
 
 # The platform name's cgroup part, as faultlab detects it on the nodes (harness/src/node/runtime.rs):
-# nothing on cgroup v1, `-cgroup2` on the unified hierarchy. The host's nodes share the host's; the
-# emulated node boots with cgroup v1.
+# nothing on cgroup v1, `-cgroup2` on the unified hierarchy. The host's nodes share the host's; a VM
+# node's is read in the VM (what its boot script mounted, `up --cgroup`), as faultlab reads it.
 fl_cgroup_part() {
-  if [ "$FL_VM" = 0 ] && [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then echo -cgroup2; fi
+  local fs
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    fs=$(fl_vm_ssh stat -fc %T /sys/fs/cgroup </dev/null) || die "cannot read the VM's cgroup file system (stat -fc %T /sys/fs/cgroup over ssh)"
+  else
+    fs=$(stat -fc %T /sys/fs/cgroup)
+  fi
+  if [ "$fs" = cgroup2fs ]; then echo -cgroup2; fi
 }
 
 # fl_describe_node_args <out>: into FL_DESCRIBE_ARGS, the arguments of `faultlab testbed describe` that

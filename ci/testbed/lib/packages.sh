@@ -176,7 +176,7 @@ FL_GO=/usr/lib/go-1.15/bin/go
 
 # Sets FL_BIN to the directory holding the host's binaries (after ci/testbed/build), and FL_BIN_NODE
 # to the one holding the node's kubelet (the same, unless the node is a VM of another architecture:
-# .../bin-<arch>; inside that VM the kubelet is at the host's path, $FL_BIN/kubelet).
+# .../bin-<arch>; inside a VM the kubelet is at the host's path, $FL_BIN/kubelet).
 # up records the directory in $FL_TB/bin-dir so node commands need no apt look-up.
 fl_k8s_bin_dir() {
   FL_BIN=""
@@ -190,7 +190,9 @@ fl_k8s_bin_dir() {
     FL_BIN=$(fl_k8s_cache_dir "$ver")/bin
   fi
   FL_BIN_NODE=$FL_BIN
-  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then FL_BIN_NODE=$(dirname "$FL_BIN")/bin-$FL_NODE_ARCH; fi
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ] && [ "$FL_NODE_ARCH" != "$(fl_host_arch)" ]; then
+    FL_BIN_NODE=$(dirname "$FL_BIN")/bin-$FL_NODE_ARCH
+  fi
 }
 
 fl_k8s_binaries_present() {

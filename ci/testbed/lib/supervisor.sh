@@ -255,13 +255,21 @@ fl_in_node() {
 # ctr of the node's containerd (from the host of a VM node: over ssh, stdin passed on).
 fl_ctr() {
   if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
-    fl_vm_ssh ctr --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
+    fl_vm_ssh "$FL_CTRD_BIN_DIR/ctr" --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
   else
     "$FL_CTRD_BIN_DIR/ctr" --address "$FL_CTRD_SOCK" --namespace k8s.io "$@"
   fi
 }
 
 fl_kubectl() { "$FL_BIN/kubectl" --kubeconfig "$FL_KUBECONFIG" "$@"; }
+
+# Whether the selected node's containerd holds no container at all (no pod's sandbox or container left):
+# a VM node's smoke pod is only asked to go (ci/testbed/smoke), and the kubelet removes its sandbox
+# at a later garbage collection, which frees blocks on containerd's disk.
+fl_node_no_containers() {
+  local out
+  out=$(fl_ctr containers ls -q </dev/null) && [ -z "$out" ]
+}
 
 # ------------------------------------------------------------ health -------
 fl_health_etcd() { curl -fsS --max-time 3 "$FL_ETCD_CLIENT/health" | grep -q '"health":"true"'; }
@@ -274,7 +282,13 @@ fl_health_scheduler() { curl -ksS --max-time 3 https://127.0.0.1:10259/healthz |
 fl_health_containerd() { fl_in_node "$FL_CTRD_BIN_DIR/ctr" --address "$FL_CTRD_SOCK" --timeout 3s version; }
 # The proxy answers the CRI and reaches containerd through it (faultlab-cri's calls are runtime.v1,
 # which the proxy passes on unchanged; the kubelet's v1alpha2 are renamed).
-fl_health_cri_proxy() { "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CRI_PROXY_SOCK" --timeout 3 version >/dev/null; }
+fl_health_cri_proxy() {
+  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    fl_vm_ssh "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CRI_PROXY_SOCK" --timeout 3 version >/dev/null
+  else
+    "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CRI_PROXY_SOCK" --timeout 3 version >/dev/null
+  fi
+}
 fl_health_kubelet() { fl_in_node curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -qx ok; }
 fl_node_ready() {
   [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]

@@ -1,41 +1,76 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # variables are used by the scripts that source lib.sh
-# ci/testbed/lib.sh, part: the node in an emulated VM (`up --arch arm64`): its image, QEMU's command line,
-# ssh to it, and bringing containerd and the kubelet up in it.
+# ci/testbed/lib.sh, part: the node in a VM: an emulated one of another architecture (`up --arch arm64`), or
+# one of the host's own architecture on another cgroup hierarchy than the host's (`up --cgroup 2`): its
+# image, QEMU's command line, ssh to it, and bringing containerd and the kubelet up in it.
 # Sourced by ci/testbed/lib.sh only.
 #
-# The control plane stays on the host; only the node (containerd, the kubelet, the pods) runs in the VM,
-# under QEMU's full-system emulation (TCG): a mixed-architecture cluster, as real clusters with arm64
-# workers are. The VM's disk is an overlay on a cached, read-only base image, thrown away by down.
+# The control plane stays on the host; only the node (containerd, the kubelet, the pods) runs in the VM:
+# under QEMU's full-system emulation (TCG) for arm64, a mixed-architecture cluster, as real clusters with
+# arm64 workers are; for the host's own architecture under KVM where /dev/kvm is hardware virtualization,
+# else TCG too (FL_VM_EMULATED, ci/testbed/lib.sh), booted on the cgroup hierarchy asked for (the host's own
+# nodes share the host's, which the test bed does not change). The VM's disk is an overlay on a cached,
+# read-only base image, thrown away by down.
 #
-# The image is made on the host without running any arm64 program: mmdebstrap unpacks Debian's arm64
-# packages (variant extract: no maintainer scripts, so no binfmt_misc registration), and the few things
-# those scripts would have done are written here (users, alternatives' links, module index, keys). The
-# VM boots Debian's arm64 kernel with a small busybox initramfs (ci/testbed/vm/initramfs-init) into
-# busybox init (ci/testbed/vm/inittab, ci/testbed/vm/boot), which starts sshd. ci/testbed/up then
-# copies the test bed's scripts and configuration in and starts containerd and the kubelet with the
-# same functions as on the host's node (ci/testbed/node inside the VM).
+# The image is made on the host without running any of the node's programs: mmdebstrap unpacks Debian's
+# packages for the node's architecture (variant extract: no maintainer scripts, so no binfmt_misc
+# registration for arm64), and the few things those scripts would have done are written here (users,
+# alternatives' links, module index, keys). The VM boots Debian's kernel with a small busybox initramfs
+# (ci/testbed/vm/initramfs-init) into busybox init (ci/testbed/vm/inittab, ci/testbed/vm/boot), which
+# mounts the cgroup hierarchy the kernel command line names (faultlab.cgroup=2: cgroup2; else v1) and
+# starts sshd. ci/testbed/up then copies the test bed's scripts and configuration in and starts
+# containerd and the kubelet with the same functions as on the host's node (ci/testbed/node inside the VM).
+# No systemd in the VM (busybox init): the kubelet and runc use the cgroupfs driver, on v2 as on v1 (the
+# systemd driver needs systemd's D-Bus API, which busybox init does not have).
 
 # ------------------------------------------------------------- settings -----
-FL_VM_QEMU=/usr/bin/qemu-system-aarch64
-# Fixed CPU model, count and memory, so that runs compare.
-FL_VM_CPU=cortex-a57
+# Fixed machine, CPU model, count and memory per architecture, so that runs compare.
 FL_VM_SMP=2
 FL_VM_MEM_MIB=3072
 FL_VM_DISK_GIB=6
 FL_VM_SSH_PORT=22622
 FL_VM_SUITE=bookworm
-FL_VM_KERNEL_FLAVOUR=arm64
-# The node's packages (Debian bookworm, arm64). No etcd: the control plane runs on the host.
-FL_VM_PACKAGES=(linux-image-arm64 busybox-static containerd runc containernetworking-plugins iptables ca-certificates
+# Common to both architectures: the node's packages (Debian bookworm, the node's architecture). No etcd:
+# the control plane runs on the host.
+FL_VM_PACKAGES_COMMON=(busybox-static containerd runc containernetworking-plugins iptables ca-certificates
   iproute2 kmod util-linux mount procps openssh-server bash coreutils e2fsprogs curl dash sed grep gawk
   findutils tar gzip diffutils libc-bin passwd login base-files base-passwd ncurses-base)
-# What the host needs to build and run the VM, and to cross-build for arm64.
-FL_VM_HOST_PACKAGES=(qemu-system-arm qemu-utils mmdebstrap openssh-client cpio gcc-aarch64-linux-gnu
-  libc6-dev-arm64-cross arch-test)
-# Modules the initramfs loads to reach the root disk, in order (crc32c_generic is ext4's soft dependency).
+# Modules the initramfs loads to reach the root disk, in order (crc32c_generic is ext4's soft dependency),
+# each after what modules.dep says it needs; one the kernel has built in (modules.builtin) is left out.
 FL_VM_INITRD_MODULES=(virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk crc16 mbcache jbd2
   crc32c_generic ext4)
+case $FL_NODE_ARCH in
+  amd64)
+    # The host's architecture: under KVM where it is hardware virtualization, else under TCG (FL_VM_EMULATED,
+    # ci/testbed/lib.sh). The CPU model is QEMU's baseline qemu64: `-cpu host` and `-cpu max` abort under
+    # these machines' KVM (QEMU cannot set MSR 0x10a, IA32_ARCH_CAPABILITIES). Neither the kubelet (Go
+    # 1.15: no GOAMD64 levels yet), containerd, runc nor Debian's kernel needs more than the x86-64
+    # baseline; the kernel's crc32c then is crc32c_generic (crc32c_intel needs SSE4.2).
+    FL_VM_QEMU=/usr/bin/qemu-system-x86_64
+    FL_VM_MACHINE=pc
+    FL_VM_CPU=qemu64
+    FL_VM_QEMU_ACCEL=kvm
+    [ "$FL_VM_EMULATED" = 0 ] || FL_VM_QEMU_ACCEL=tcg,thread=multi
+    FL_VM_CONSOLE=ttyS0
+    FL_VM_KERNEL_FLAVOUR=amd64
+    FL_VM_HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap openssh-client cpio binutils)
+    FL_VM_STRIP="strip"
+    ;;
+  *)
+    # arm64 (the only other architecture the test bed builds for), emulated: QEMU TCG.
+    FL_VM_QEMU=/usr/bin/qemu-system-aarch64
+    FL_VM_MACHINE=virt
+    FL_VM_CPU=cortex-a57
+    FL_VM_QEMU_ACCEL=tcg,thread=multi
+    FL_VM_CONSOLE=ttyAMA0
+    FL_VM_KERNEL_FLAVOUR=arm64
+    # What the host needs to build and run the VM, and to cross-build for arm64.
+    FL_VM_HOST_PACKAGES=(qemu-system-arm qemu-utils mmdebstrap openssh-client cpio gcc-aarch64-linux-gnu
+      libc6-dev-arm64-cross arch-test)
+    FL_VM_STRIP=aarch64-linux-gnu-strip
+    ;;
+esac
+FL_VM_PACKAGES=("linux-image-$FL_VM_KERNEL_FLAVOUR" "${FL_VM_PACKAGES_COMMON[@]}")
 
 FL_VM_CACHE=$FL_CACHE/vm-$FL_NODE_ARCH  # base images by input hash, and the ssh client key
 FL_VM_STATE=$FL_LIB/vm                   # the running VM's disk overlay, the image it boots
@@ -44,11 +79,11 @@ FL_VM_KNOWN_HOSTS=$FL_VM_CACHE/known_hosts
 # Where the test bed's scripts live inside the VM (ci/testbed/node runs from there).
 FL_VM_REPO=/opt/faultlab
 FL_VM_TESTBED_DIR=$FL_VM_REPO/ci/testbed
-# The harness takes this many times longer for its own waits on an emulated node (setup waits, settle
-# times); the kubelet's backoffs and the scenarios' documented deadlines are not scaled.
+# The test bed's own waits (node Ready, the smoke pod) take this many times longer on an emulated node;
+# the kubelet's backoffs and the scenarios' documented deadlines are not scaled. Not under KVM.
 FL_VM_TIME_FACTOR=4
 FL_TIME_FACTOR=1
-[ "$FL_VM" = 0 ] || FL_TIME_FACTOR=$FL_VM_TIME_FACTOR
+[ "$FL_VM_EMULATED" = 0 ] || FL_TIME_FACTOR=$FL_VM_TIME_FACTOR
 
 # ------------------------------------------------------------------ ssh -----
 # fl_vm_ssh_argv: the ssh command line (without the remote command) into FL_VM_SSH_ARGV.
@@ -105,10 +140,15 @@ fl_vm_install_host_packages() {
     log "apt-get install ${missing[*]} (pass $pass)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   done
-  for p in qemu-img qemu-system-aarch64 mmdebstrap cpio ssh aarch64-linux-gnu-gcc; do
+  local -a tools=(qemu-img "$FL_VM_QEMU" mmdebstrap cpio ssh "$FL_VM_STRIP")
+  [ "$FL_NODE_ARCH" != arm64 ] || tools+=(aarch64-linux-gnu-gcc)
+  for p in "${tools[@]}"; do
     command -v "$p" >/dev/null 2>&1 || die "$p is missing after installing ${FL_VM_HOST_PACKAGES[*]}"
   done
-  if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+  if [ "$FL_VM_QEMU_ACCEL" = kvm ] && [ ! -w /dev/kvm ]; then
+    die "no /dev/kvm to write to: the $FL_NODE_ARCH VM node runs under KVM here (FL_VM_ACCEL=tcg to emulate it)"
+  fi
+  if [ "$FL_NODE_ARCH" = arm64 ] && command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
     log "rustup target add aarch64-unknown-linux-gnu"
     rustup target add aarch64-unknown-linux-gnu >&2
   fi
@@ -192,7 +232,7 @@ EOF
   install -D -m 0755 "$kubelet" "$root$FL_BIN/kubelet"
   install -D -m 0755 "$cri" "$root$FL_CRI_BIN"
   # A debug build carries about 200 MB of debug information the node does not need.
-  aarch64-linux-gnu-strip "$root$FL_CRI_BIN" || die "aarch64-linux-gnu-strip $root$FL_CRI_BIN failed"
+  "$FL_VM_STRIP" "$root$FL_CRI_BIN" || die "$FL_VM_STRIP $root$FL_CRI_BIN failed"
   # Directories the scripts expect.
   mkdir -p "$root/var/log" "$root/var/lib" "$root/run" "$root/tmp" "$root$FL_VM_REPO"
   chmod 1777 "$root/tmp"
@@ -210,9 +250,21 @@ fl_vm_initrd() {
   for m in "${FL_VM_INITRD_MODULES[@]}"; do
     path=$(awk -F: -v m="$m" '{n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n)} n == m {print $1; exit}' \
       "$root/lib/modules/$kver/modules.dep")
+    if [ -z "$path" ] && [ -f "$root/lib/modules/$kver/modules.builtin" ] &&
+      awk -v m="$m" '{n = $1; sub(/.*\//, "", n); sub(/\.ko$/, "", n); gsub(/-/, "_", n)} n == m {f = 1} END {exit !f}' \
+        "$root/lib/modules/$kver/modules.builtin"; then
+      continue  # built into the kernel
+    fi
     [ -n "$path" ] || die "module $m not found in $root/lib/modules/$kver/modules.dep"
-    cp "$root/lib/modules/$kver/$path" "$work/modules/"
-    basename "$path" >>"$work/modules/order"
+    # Its dependencies first, as modprobe loads them (modules.dep lists them last-loaded first): amd64's
+    # kernel has the virtio core (virtio, virtio_ring) as modules, arm64's has it built in.
+    local dep
+    for dep in $(awk -F: -v p="$path" '$1 == p {n = split($2, d, " "); for (i = n; i >= 1; i--) print d[i]; exit}' \
+      "$root/lib/modules/$kver/modules.dep") "$path"; do
+      grep -qxF "$(basename "$dep")" "$work/modules/order" && continue
+      cp "$root/lib/modules/$kver/$dep" "$work/modules/"
+      basename "$dep" >>"$work/modules/order"
+    done
   done
   (cd "$work" && find . -print0 | LC_ALL=C sort -z | cpio --quiet --null -o -H newc --owner 0:0) | gzip -n -1 >"$out"
   rm -rf "$work"
@@ -267,11 +319,15 @@ fl_vm_image() {
 # ----------------------------------------------------------------- qemu -----
 # fl_vm_qemu_argv: QEMU's command line into FL_VM_QEMU_ARGV (the disk is the running VM's overlay).
 fl_vm_qemu_argv() {
+  # The kernel command line names the cgroup hierarchy the boot script mounts (faultlab.cgroup=2: the
+  # unified one; without it, v1's), so one image serves both.
+  local append="console=$FL_VM_CONSOLE root=/dev/vda rw panic=-1"
+  [ "$FL_NODE_CGROUP" != 2 ] || append+=" faultlab.cgroup=2"
   # shellcheck disable=SC2054  # QEMU option values hold commas
-  FL_VM_QEMU_ARGV=("$FL_VM_QEMU" -name "$FL_NODE" -M virt -cpu "$FL_VM_CPU" -smp "$FL_VM_SMP"
-    -accel "tcg,thread=multi" -m "$FL_VM_MEM_MIB" -nographic -no-reboot
+  FL_VM_QEMU_ARGV=("$FL_VM_QEMU" -name "$FL_NODE" -M "$FL_VM_MACHINE" -cpu "$FL_VM_CPU" -smp "$FL_VM_SMP"
+    -accel "$FL_VM_QEMU_ACCEL" -m "$FL_VM_MEM_MIB" -nographic -no-reboot
     -kernel "$FL_VM_STATE/vmlinuz" -initrd "$FL_VM_STATE/initrd.gz"
-    -append "console=ttyAMA0 root=/dev/vda rw panic=-1"
+    -append "$append"
     -drive "file=$FL_VM_STATE/disk.qcow2,format=qcow2,if=virtio"
     -netdev "user,id=n0,net=$FL_VM_NET,host=$FL_VM_HOST_ALIAS,dns=$FL_VM_DNS,hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-:22"
     -device virtio-net-pci,netdev=n0,romfile=)
@@ -295,7 +351,7 @@ fl_start_vm() {
   local t0=$SECONDS
   fl_start vm - "${FL_VM_QEMU_ARGV[@]}"
   fl_wait_comp vm "${FL_VM_BOOT_TIMEOUT:-300}" fl_health_vm || return 1
-  log "VM $FL_NODE ($FL_NODE_ARCH, $FL_VM_CPU x$FL_VM_SMP, TCG) answers ssh $((SECONDS - t0)) s after start"
+  log "VM $FL_NODE ($FL_NODE_ARCH, $FL_VM_CPU x$FL_VM_SMP, ${FL_VM_QEMU_ACCEL%%,*}, cgroup v${FL_NODE_CGROUP:-1}) answers ssh $((SECONDS - t0)) s after start"
 }
 
 # ------------------------------------------------------- node in the VM -----
@@ -311,15 +367,24 @@ fl_vm_push_config() {
     --exclude="${FL_TB#/}/pki/front-proxy-ca.key" --exclude="${FL_TB#/}/*.kubeconfig" \
     --exclude="${FL_TB#/}/kubeconfig" --exclude="${FL_TB#/}/testbed.yaml" --exclude="${FL_TB#/}/bin" \
     "${FL_TB#/}" | fl_vm_ssh tar -C / -x
+  # The node's runtime, as lib.sh in the VM reads it from the VM's own $FL_LIB: bookworm's containerd
+  # 1.6 (in the image), or sid's containerd 2 (`up --runtime containerd2`; the host's VM only: the
+  # binaries are the host's, unpacked by fl_install_containerd2), copied to the same path in the VM.
+  if [ "$FL_RUNTIME" = containerd2 ]; then
+    tar -C / -c "${FL_CTRD_BIN_DIR#/}" | fl_vm_ssh tar -C / -x
+  fi
+  printf '%s\n' "$FL_RUNTIME" | fl_vm_ssh sh -c "mkdir -p $FL_LIB && cat >$FL_LIB/node-runtime"
+  printf '%s\n' "$FL_CTRD_BIN_DIR" | fl_vm_ssh sh -c "cat >$FL_LIB/containerd-bin-dir"
 }
 
-# The node's part of up, in the VM: containerd's disk, containerd, the images, the node package, the
-# kubelet. Restarts containerd or the kubelet when their configuration changed (FL_CHANGED_*).
+# The node's part of up, in the VM: containerd's disk, containerd (with containerd 2, its cri-proxy), the
+# images, the node package, the kubelet. Restarts containerd or the kubelet when their configuration
+# changed (FL_CHANGED_*).
 fl_vm_node_up() {
   fl_vm_push_config
-  fl_vm_ssh "$FL_VM_TESTBED_DIR/node" prepare </dev/null || die "preparing the node in the VM failed"
+  fl_vm_ssh env FL_VM_DISK_MIB="$FL_DISK_MIB" "$FL_VM_TESTBED_DIR/node" prepare </dev/null || die "preparing the node in the VM failed"
   local comp
-  for comp in containerd kubelet; do
+  for comp in "${FL_NODE_COMPONENTS[@]}"; do
     if { [ "$comp" = containerd ] && [ "$FL_CHANGED_CONTAINERD" = 1 ]; } ||
       { [ "$comp" = kubelet ] && [ "$FL_CHANGED_KUBELET" = 1 ]; }; then
       fl_vm_ssh "$FL_VM_TESTBED_DIR/node" stop "$comp" </dev/null || true
@@ -337,7 +402,7 @@ fl_vm_node_up() {
 fl_vm_fetch_logs() {
   local comp
   mkdir -p "$FL_LOG"
-  for comp in containerd kubelet; do
+  for comp in "${FL_NODE_COMPONENTS[@]}"; do
     # shellcheck disable=SC2094  # the same path, but the VM's file is read and the host's written
     fl_vm_ssh cat "$(fl_log_file "$comp")" </dev/null >"$(fl_log_file "$comp")" 2>/dev/null || true
   done
