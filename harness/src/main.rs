@@ -182,7 +182,7 @@ enum Command {
         hold: Option<Duration>,
         /// On kind, also run the faults that reach past the node container into the host (a sysctl of
         /// the host's user namespace, a loop file on the host's disk); `faultlab show` says which.
-        #[arg(long, env = "FAULTLAB_ALLOW_HOST_WIDE")]
+        #[arg(long, env = "FAULTLAB_ALLOW_HOST_WIDE", value_parser = env_flag)]
         allow_host_wide: bool,
         /// On kind, a new cluster for every scenario. By default scenarios whose kind needs are the same
         /// share one (run next to each other, faults undone between them, the node checked to be as the
@@ -205,7 +205,7 @@ enum Command {
         /// Fail a scenario that has no reviewed snapshot on the platform (`new`), naming it and the
         /// platform. Without it such a scenario passes with a notice and its `.snap.new` waits for
         /// review; a snapshot that differs from the reviewed one (`changed`) fails either way.
-        #[arg(long, env = "FAULTLAB_STRICT_SNAPSHOTS")]
+        #[arg(long, env = "FAULTLAB_STRICT_SNAPSHOTS", value_parser = env_flag)]
         strict_snapshots: bool,
     },
     /// Undo what crashed runs left (journals) and delete stale faultlab kind clusters.
@@ -442,6 +442,17 @@ fn progress(rec: Recorder, scenario: String, bars: Option<indicatif::MultiProgre
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     })
+}
+
+/// A yes/no flag that can also come from the environment: `1`, `true`, `yes`, `on` and `0`, `false`,
+/// `no`, `off` (any case), as CI systems and shells write them. clap's own boolean parser takes only
+/// `true` and `false`, so `FAULTLAB_STRICT_SNAPSHOTS=1` was refused.
+fn env_flag(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "y" | "on" => Ok(true),
+        "0" | "false" | "no" | "n" | "off" | "" => Ok(false),
+        _ => Err("expected 1/0, true/false, yes/no or on/off (set on the command line or in its FAULTLAB_ environment variable)".into()),
+    }
 }
 
 #[tokio::main]

@@ -5,9 +5,9 @@
 //! missing blob fails here; each blob read back must hash to its digest. Then nginx's answers:
 //! `Answer::Slowly` must slow a blob down, `Answer::All` let it through.
 //!
-//! The node's side (trusting the registry, `ctr images push`) answers from a script: the scenarios test
-//! it on a node. Reported ignored, with the reason, where docker-registry, nginx, curl or openssl is
-//! missing.
+//! The node's side (its containerd config, trusting the registry, `ctr images push`) answers from a
+//! script (`registry::plan_answers`, as `faultlab plan` uses): the scenarios test it on a node.
+//! Reported ignored, with the reason, where docker-registry, nginx, curl or openssl is missing.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -61,7 +61,7 @@ fn profile() -> NodeProfile {
 fn ctx(namespace: &str) -> Ctx {
     let profile = profile();
     let rec = Recorder::default();
-    let node = Node::new(profile.clone(), profile.access().unwrap(), Arc::new(ScriptedExecutor::new(Vec::new())));
+    let node = Node::new(profile.clone(), profile.access().unwrap(), Arc::new(ScriptedExecutor::new(faultlab::faults::registry::plan_answers(&profile))));
     Ctx {
         vars: Vars::new(namespace, &profile),
         node,
