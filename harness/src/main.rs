@@ -13,8 +13,96 @@ use faultlab::scenario::{self, Loaded};
 use faultlab::suite::{self, ProviderChoice};
 use faultlab::training;
 
+/// Exit statuses, one meaning each (the README's "Exit statuses"; tests/exit_status.rs).
+mod status {
+    /// A scenario failed; a training check found the cluster not fixed; snapshots wait for review.
+    pub const FAILED: u8 = 1;
+    /// A bad flag or argument; a scenario that does not exist or does not load; an empty scenario set.
+    pub const USAGE: u8 = 2;
+    /// The environment: no cluster, a missing tool, a file that cannot be read or written, a cluster
+    /// that answers with an error.
+    pub const ENVIRONMENT: u8 = 3;
+    /// Interrupted by SIGINT (after undoing what the run did); SIGTERM gives 143.
+    pub const SIGINT: u8 = 130;
+    pub const SIGTERM: u8 = 143;
+    /// Standard output was closed by its reader (`faultlab plan X | head -1`): what a process killed by
+    /// SIGPIPE reports, as kubectl's does, but only once the command has finished (a run still undoes
+    /// its faults).
+    pub const CLOSED_PIPE: u8 = 141;
+}
+
+/// Set when a write to standard output found it closed: the rest of the output is dropped quietly.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write to standard output; a closed pipe sets [`STDOUT_CLOSED`] instead of panicking, and other
+/// write errors are said once on standard error.
+fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: writing to standard output: {e}; the rest of the output is lost");
+        }
+    }
+}
+
+macro_rules! out {
+    () => { write_out(format_args!("\n")) };
+    ($($t:tt)*) => { write_out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+macro_rules! outp {
+    ($($t:tt)*) => { write_out(format_args!($($t)*)) };
+}
+
+/// An error in what the user asked for (exit status 2), as opposed to one of the environment (3).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
+
+macro_rules! usage {
+    ($($t:tt)*) => { return Err(Usage(format!($($t)*)).into()) };
+}
+
+/// The exit status of an error: a usage error or a scenario that does not load is the user's (2),
+/// anything else the environment's (3).
+fn error_status(e: &anyhow::Error) -> u8 {
+    let users = e.chain().any(|c| c.is::<Usage>() || c.is::<scenario::ScenarioError>() || c.is::<faultlab::datafile::DataFileError>());
+    if users {
+        status::USAGE
+    } else {
+        status::ENVIRONMENT
+    }
+}
+
+/// Was this error a write to a closed pipe (a reader that went away)?
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// Leave with `code`, standard output flushed (a closed one turns success into [`status::CLOSED_PIPE`]).
+fn exit(code: u8) -> ! {
+    let closed = STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed);
+    exit_verdict(if code == 0 && closed { status::CLOSED_PIPE } else { code })
+}
+
+/// Leave with `code` as it is: a run's verdict, which a reader that went away does not change.
+fn exit_verdict(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(i32::from(code))
+}
+
 #[derive(Parser)]
-#[command(name = "faultlab", version, about = "Reproduce documented Kubernetes faults, assert their events, prove the documented fix")]
+#[command(
+    name = "faultlab",
+    version,
+    about = "Reproduce documented Kubernetes faults, assert their events, prove the documented fix",
+    after_help = "Exit statuses: 0 done (every scenario passed); 1 a scenario failed, a training check found it not fixed, or snapshots wait for review; 2 a usage error, or a scenario that does not exist or does not load; 3 the environment (no cluster, a missing tool, a file or cluster that answers with an error); 130 / 143 interrupted by SIGINT / SIGTERM, after undoing what was done; 141 standard output closed by its reader. Errors are one line; a backtrace means a bug (please report it)."
+)]
 struct Cli {
     /// Directory of scenario files.
     #[arg(long, global = true, env = "FAULTLAB_SCENARIOS")]
@@ -127,12 +215,15 @@ enum TestbedCommand {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Images for nodes that pull nothing (the test bed and its kind node image build them).
+    /// Images for nodes that pull nothing (the test bed and its kind node image build them; internal,
+    /// hidden from the help).
+    #[command(hide = true)]
     Image {
         #[command(subcommand)]
         command: ImageCommand,
     },
-    /// The test bed's own tools (`ci/testbed/up` calls them).
+    /// The test bed's own tools (`ci/testbed/up` calls them; internal, hidden from the help).
+    #[command(hide = true)]
     Testbed {
         #[command(subcommand)]
         command: TestbedCommand,
@@ -140,7 +231,7 @@ enum Command {
     /// List scenarios: the good ones, then each broken file with its errors.
     List,
     /// Check scenario files or sets (directories) without touching a cluster: every error of every
-    /// file, each at its file, line and column. Exit status 1 if any file is broken (for CI).
+    /// file, each at its file, line and column. Exit status 2 if any file is broken (for CI).
     Validate {
         /// Scenario files or directories (default: the scenario set, --scenarios).
         paths: Vec<PathBuf>,
@@ -155,8 +246,9 @@ enum Command {
         provider: ProviderOpts,
     },
     /// Run scenarios end to end. Exit status 0 when every scenario passed (one with no reviewed
-    /// snapshot on the platform passes, unless --strict-snapshots), 1 when any failed or a scenario
-    /// file is broken, 130 or 143 when interrupted by SIGINT or SIGTERM.
+    /// snapshot on the platform passes, unless --strict-snapshots), 1 when any failed, 2 when a
+    /// scenario is unknown or its file broken, 3 when there is no cluster to run on, 130 or 143 when
+    /// interrupted by SIGINT or SIGTERM (after undoing).
     Run {
         #[command(flatten)]
         target: Target,
@@ -278,6 +370,14 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Print a shell's completion script: `faultlab completions bash > /etc/bash_completion.d/faultlab`,
+    /// zsh into a directory of `$fpath` as `_faultlab`, fish into `~/.config/fish/completions/`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `faultlab man > /usr/local/share/man/man1/faultlab.1`.
+    Man,
     /// Review the snapshots a run wrote (`.snap.new`), or accept one, without Rust tools; `--from DIR`:
     /// those another machine's run wrote (a CI artefact).
     Snapshots {
@@ -352,12 +452,15 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
             eprintln!("error: {} is broken and is left out:\n{}", path.display(), indent(&e.to_string()));
         }
         *broken = set.broken.len();
+        if set.good.is_empty() && *broken == 0 {
+            usage!("{}: no scenario files (*.yaml, *.yml) in this directory", dir.display());
+        }
         if set.good.is_empty() && *broken > 0 {
-            bail!("no scenario of {} loads", dir.display());
+            usage!("no scenario of {} loads", dir.display());
         }
         for name in &target.skip {
             if !set.good.contains_key(name) && !set.broken.iter().any(|(p, _)| p.file_stem().is_some_and(|s| s == name.as_str())) {
-                bail!("--skip {name}: no scenario of {} has that name (see `faultlab list`)", dir.display());
+                usage!("--skip {name}: no scenario of {} has that name (see `faultlab list`)", dir.display());
             }
         }
         let kept: Vec<Loaded> = set.good.into_iter().filter(|(name, _)| !target.skip.contains(name)).map(|(_, l)| l).collect();
@@ -372,7 +475,7 @@ fn targets(dir: &std::path::Path, target: &Target, broken: &mut usize) -> Result
         return Ok(chosen);
     }
     if target.names.is_empty() {
-        bail!("name a scenario or pass --all (see `faultlab list`)");
+        usage!("name a scenario or pass --all (see `faultlab list`)");
     }
     let mut seen = std::collections::BTreeSet::new();
     let mut chosen = Vec::new();
@@ -395,7 +498,7 @@ fn validate(paths: &[PathBuf]) -> Result<usize> {
         if path.is_dir() {
             let found = scenario::files(path)?;
             if found.is_empty() {
-                bail!("{}: no scenario files (*.yaml) in this directory", path.display());
+                usage!("{}: no scenario files (*.yaml, *.yml) in this directory", path.display());
             }
             files.extend(found);
         } else {
@@ -405,14 +508,14 @@ fn validate(paths: &[PathBuf]) -> Result<usize> {
     let mut broken = 0;
     for file in &files {
         match scenario::load(file) {
-            Ok(s) => println!("ok      {} ({})", file.display(), s.scenario.fault.name()),
+            Ok(s) => out!("ok      {} ({})", file.display(), s.scenario.fault.name()),
             Err(e) => {
                 broken += 1;
-                println!("broken  {}\n{}", file.display(), indent(&e.to_string()));
+                out!("broken  {}\n{}", file.display(), indent(&e.to_string()));
             }
         }
     }
-    println!("{} file(s): {} valid, {broken} broken", files.len(), files.len() - broken);
+    out!("{} file(s): {} valid, {broken} broken", files.len(), files.len() - broken);
     Ok(broken)
 }
 
@@ -455,46 +558,68 @@ fn env_flag(value: &str) -> Result<bool, String> {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+/// One line of error (its causes after colons), never a backtrace: a backtrace is for bugs, which
+/// panic. The exit status says whose the error is ([`error_status`]).
+fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FAULTLAB_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            exit(status::ENVIRONMENT)
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => exit(0),
+        Err(e) if closed_pipe(&e) => exit(status::CLOSED_PIPE),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit(error_status(&e))
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     let dir = cli.scenarios.clone().unwrap_or_else(scenario::default_dir);
     match cli.command {
         Command::List => {
             let set = scenario::load_set(&dir)?;
+            if set.good.is_empty() && set.broken.is_empty() {
+                usage!("{}: no scenario files (*.yaml, *.yml) in this directory", dir.display());
+            }
             // Columns as wide as the longest name and fault.
             let wn = set.good.keys().map(String::len).max().unwrap_or(0);
             let wf = set.good.values().map(|s| s.scenario.fault.name().len()).max().unwrap_or(0);
             for (name, s) in &set.good {
                 let line = s.scenario.metadata.description.lines().next().unwrap_or_default().to_string();
-                println!("{name:<wn$}  {:<wf$}  {line}", s.scenario.fault.name());
+                out!("{name:<wn$}  {:<wf$}  {line}", s.scenario.fault.name());
             }
             if !set.broken.is_empty() {
-                println!("\nbroken ({}; `faultlab validate` checks files):", set.broken.len());
+                out!("\nbroken ({}; `faultlab validate` checks files):", set.broken.len());
                 for (path, e) in &set.broken {
-                    println!("{}\n{}", path.display(), indent(&e.to_string()));
+                    out!("{}\n{}", path.display(), indent(&e.to_string()));
                 }
-                std::process::exit(1);
+                exit(status::USAGE);
             }
         }
         Command::Validate { paths } => {
             let paths = if paths.is_empty() { vec![dir.clone()] } else { paths };
             if validate(&paths)? > 0 {
-                std::process::exit(1);
+                exit(status::USAGE);
             }
         }
         Command::Show { scenario: name } => {
             let s = scenario::find(&dir, &name)?;
             let sc = &s.scenario;
-            println!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
-            println!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
-            println!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
+            out!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
+            out!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
+            out!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
             if !sc.workload.cluster_objects.is_empty() {
-                println!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
+                out!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
             }
             let reach = match sc.fault.fault().reach() {
                 faultlab::faults::Reach::Namespace => "the run's namespace only",
@@ -502,32 +627,42 @@ async fn main() -> Result<()> {
                 faultlab::faults::Reach::Cluster => "the whole cluster",
                 faultlab::faults::Reach::Host(_) => "the node, and on kind the host",
             };
-            println!("reach:    {reach}");
+            out!("reach:    {reach}");
             if let Some(reach) = sc.fault.fault().host_wide_on_kind() {
-                println!("on kind:  reaches past the node container into the host: {reach}; runs on kind only with --allow-host-wide");
+                out!("on kind:  reaches past the node container into the host: {reach}; runs on kind only with --allow-host-wide");
             }
-            println!("symptom:  within {}", faultlab::duration::format(sc.symptom.within.0));
+            out!("symptom:  within {}", faultlab::duration::format(sc.symptom.within.0));
             if let Some(p) = &sc.symptom.pod {
-                println!("          pod {}", faultlab::wait::gate_text(p));
+                out!("          pod {}", faultlab::wait::gate_text(p));
             }
             if let Some(d) = &sc.symptom.deployment {
-                println!("          {}", faultlab::wait::deployment_text(d));
+                out!("          {}", faultlab::wait::deployment_text(d));
             }
             for e in &sc.symptom.events {
-                println!("          event {} /{}/", e.reason, e.message);
+                out!("          event {} /{}/", e.reason, e.message);
             }
-            println!("fix:");
+            out!("fix:");
             for (i, f) in sc.fix.iter().enumerate() {
-                println!("  {}. {} — {}", i + 1, f.step, f.doc.trim());
+                out!("  {}. {} — {}", i + 1, f.step, f.doc.trim());
             }
             if let Some(p) = &sc.recovery.pod {
-                println!("recovery: within {}: pod {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::gate_text(p));
+                out!("recovery: within {}: pod {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::gate_text(p));
             }
             if let Some(d) = &sc.recovery.deployment {
-                println!("recovery: within {}: {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::deployment_text(d));
+                out!("recovery: within {}: {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::deployment_text(d));
             }
         }
-        Command::Schema => print!("{}", scenario::json_schema()),
+        Command::Schema => outp!("{}", scenario::json_schema()),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "faultlab", &mut buf);
+            outp!("{}", String::from_utf8_lossy(&buf));
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut buf).context("rendering the manual page")?;
+            outp!("{}", String::from_utf8_lossy(&buf));
+        }
         Command::Report { inputs, html, title } => {
             let mut suite = SuiteReport { wall_seconds: 0.0, scenarios: Vec::new() };
             for path in &inputs {
@@ -540,19 +675,20 @@ async fn main() -> Result<()> {
             eprintln!("wrote {}", page.display());
         }
         Command::Plan { target, provider } => {
-            let choice = choose(&provider, false)?;
             let mut broken = 0;
-            for s in targets(&dir, &target, &mut broken)? {
-                println!("{}", suite::plan(&s, &choice).await?);
+            let chosen = targets(&dir, &target, &mut broken)?;
+            let choice = choose(&provider, false)?;
+            for s in chosen {
+                out!("{}", suite::plan(&s, &choice).await?);
             }
             if broken > 0 {
-                bail!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
+                usage!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
         }
         Command::Run { target, provider, keep, allow_existing, output, junit, html, hold, allow_host_wide, fresh_cluster, budget, jobs, strict_snapshots } => {
-            let choice = choose(&provider, keep)?;
             let mut broken = 0;
             let scenarios = targets(&dir, &target, &mut broken)?;
+            let choice = choose(&provider, keep)?;
             let sharing = matches!(choice, suite::ProviderChoice::Kind { .. }) && !fresh_cluster && scenarios.len() > 1;
             // On kind, shared clusters: each scenario with the needs of the cluster its group shares.
             let (scenarios, cluster_needs): (Vec<_>, Vec<Option<faultlab::needs::Needs>>) = match sharing {
@@ -618,7 +754,7 @@ async fn main() -> Result<()> {
                     pools[place] = Some(p);
                 }
                 if output == Output::Text {
-                    println!("{}", report.line());
+                    out!("{}", report.line());
                 } else {
                     for n in &report.notes {
                         eprintln!("note: {n}");
@@ -659,9 +795,9 @@ async fn main() -> Result<()> {
             }
             let suite = SuiteReport { wall_seconds: started.elapsed().as_secs_f64(), scenarios: reports };
             if output == Output::Json {
-                println!("{}", suite.json());
+                out!("{}", suite.json());
             } else {
-                println!("suite: {:.1}s wall", suite.wall_seconds);
+                out!("suite: {:.1}s wall", suite.wall_seconds);
             }
             if let Some(notice) = new_snapshots_notice(&suite, strict_snapshots) {
                 eprintln!("{notice}");
@@ -674,32 +810,32 @@ async fn main() -> Result<()> {
                 eprintln!("wrote {}", page.display());
             }
             match suite::interrupted() {
-                Some("SIGTERM") => std::process::exit(128 + libc::SIGTERM),
-                Some(_) => std::process::exit(128 + libc::SIGINT),
-                None if !suite.passed() => std::process::exit(1),
+                Some("SIGTERM") => exit_verdict(status::SIGTERM),
+                Some(_) => exit_verdict(status::SIGINT),
+                None if !suite.passed() => exit_verdict(status::FAILED),
                 None if broken > 0 => {
                     eprintln!("error: {broken} scenario file(s) of {} are broken (above) and were not run", dir.display());
-                    std::process::exit(1)
+                    exit_verdict(status::USAGE)
                 }
-                None => {}
+                None => exit_verdict(0),
             }
         }
         Command::Train { scenario: name, provider, allow_existing } => {
-            let choice = choose(&provider, true)?;
             let s = scenario::find(&dir, &name)?;
+            let choice = choose(&provider, true)?;
             let rec_phase = Recorder::default();
             let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"), None);
             let session = training::train(&s, &choice, allow_existing.as_deref(), rec_phase).await;
             ticker.abort();
             let session = session?;
-            print!("{}", training::on_call_view(&session).await?);
-            println!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
+            outp!("{}", training::on_call_view(&session).await?);
+            out!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
         }
         Command::Hint { session } => {
             let mut s = training::Session::find(session.session.as_deref())?;
             match training::hint(&mut s)? {
-                Some(h) => println!("hint {}: {h}", s.hints_used),
-                None => println!("no more hints; `faultlab solution` shows the documented fix"),
+                Some(h) => out!("hint {}: {h}", s.hints_used),
+                None => out!("no more hints; `faultlab solution` shows the documented fix"),
             }
         }
         Command::Check { session, wait } => {
@@ -707,7 +843,7 @@ async fn main() -> Result<()> {
             let verdict = training::check(&mut s, wait).await?;
             if verdict.fixed {
                 let solved = s.solved.clone().expect("recorded when fixed");
-                println!(
+                out!(
                     "FIXED: {} recovered in {} ({:.1}s) with {} hint(s){}",
                     s.scenario,
                     faultlab::duration::format(Duration::from_secs(solved.seconds as u64)),
@@ -716,21 +852,21 @@ async fn main() -> Result<()> {
                     if solved.solution_shown { " and the solution shown" } else { "" }
                 );
                 match training::write_debrief(&s, false) {
-                    Ok(path) => println!("debrief: {}", path.display()),
+                    Ok(path) => out!("debrief: {}", path.display()),
                     Err(e) => eprintln!("warning: no debrief page: {e}"),
                 }
-                println!("`faultlab reset` restores the cluster and closes the session.");
+                out!("`faultlab reset` restores the cluster and closes the session.");
             } else {
-                println!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
+                out!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
                 for f in &verdict.failing {
-                    println!("  - {}", f.replace('\n', "\n    "));
+                    out!("  - {}", f.replace('\n', "\n    "));
                 }
-                std::process::exit(1);
+                exit(status::FAILED);
             }
         }
         Command::Solution { session, apply } => {
             let mut s = training::Session::find(session.session.as_deref())?;
-            print!("{}", training::solution(&mut s, apply).await?);
+            outp!("{}", training::solution(&mut s, apply).await?);
         }
         Command::Reset { session } => {
             let s = training::Session::find(session.session.as_deref())?;
@@ -738,11 +874,11 @@ async fn main() -> Result<()> {
             let debrief = training::write_debrief(&s, s.solved.is_none());
             let errors = training::reset(&s).await?;
             match debrief {
-                Ok(path) => println!("debrief: {}", path.display()),
+                Ok(path) => out!("debrief: {}", path.display()),
                 Err(e) => eprintln!("warning: no debrief page: {e}"),
             }
             if errors.is_empty() {
-                println!("session {} reset: everything it changed is restored", s.id);
+                out!("session {} reset: everything it changed is restored", s.id);
             } else {
                 for e in &errors {
                     eprintln!("error: {e}");
@@ -756,13 +892,13 @@ async fn main() -> Result<()> {
                     Some(x) => format!("fixed in {:.0}s", x.seconds),
                     None => "open".into(),
                 };
-                println!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
+                out!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
             }
         }
         Command::New { name, fault, dir: into } => {
             let into = into.or_else(|| cli.scenarios.clone()).unwrap_or_else(|| PathBuf::from("."));
             let path = faultlab::scaffold::create(&into, &name, &fault)?;
-            println!("wrote {} (from faultlab's scenario {fault}); `faultlab validate {}` checks it", path.display(), into.display());
+            out!("wrote {} (from faultlab's scenario {fault}); `faultlab validate {}` checks it", path.display(), into.display());
         }
         Command::Image { command: ImageCommand::Pack { rootfs, reference, arch, env, entrypoint, cmd, workdir, created_by, out } } => {
             let arch = arch.unwrap_or_else(|| faultlab::image::host_arch().to_string());
@@ -772,7 +908,7 @@ async fn main() -> Result<()> {
         Command::Testbed { command: TestbedCommand::Describe { facts, out } } => {
             let text = facts.testbed().context("testbed describe")?.to_yaml();
             match out {
-                None => print!("{text}"),
+                None => outp!("{text}"),
                 Some(path) if std::fs::read_to_string(&path).is_ok_and(|old| old == text) => {}
                 Some(path) => {
                     let tmp = path.with_extension("yaml.tmp");
@@ -788,13 +924,13 @@ async fn main() -> Result<()> {
                 SnapshotsCommand::Accept { name, platform, from: Some(from) } => {
                     let platform = platform.expect("clap requires --platform with --from");
                     for p in store.accept_from(&from, &platform, name.as_deref())? {
-                        println!("accepted {} on {} from {}: {}", p.name, p.platform, p.new.display(), p.snap.display());
+                        out!("accepted {} on {} from {}: {}", p.name, p.platform, p.new.display(), p.snap.display());
                     }
                 }
                 SnapshotsCommand::Accept { name, platform, from: None } => {
                     let name = name.expect("clap requires NAME without --from");
                     let accepted = store.accept(&name, platform.as_deref())?;
-                    println!("accepted {} on {}: {}", accepted.name, accepted.platform, accepted.snap.display());
+                    out!("accepted {} on {}: {}", accepted.name, accepted.platform, accepted.snap.display());
                 }
             }
         }
@@ -803,28 +939,28 @@ async fn main() -> Result<()> {
             faultlab::cleanup::journals(force, &mut out).await;
             faultlab::cleanup::clusters(older_than, force, &mut out).await;
             for j in &out.journals_replayed {
-                println!("undone: {j}");
+                out!("undone: {j}");
             }
             for j in &out.journals_skipped {
-                println!("skipped: {j}");
+                out!("skipped: {j}");
             }
             for c in &out.clusters_deleted {
-                println!("deleted kind cluster: {c}");
+                out!("deleted kind cluster: {c}");
             }
             for c in &out.clusters_skipped {
-                println!("skipped kind cluster: {c}");
+                out!("skipped kind cluster: {c}");
             }
             if let Some(why) = &out.clusters_unchecked {
-                println!("kind clusters: {why}");
+                out!("kind clusters: {why}");
             }
             if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.clusters_skipped.is_empty() && out.errors.is_empty() {
-                println!("nothing to clean up");
+                out!("nothing to clean up");
             }
             if !out.errors.is_empty() {
                 for e in &out.errors {
                     eprintln!("error: {e}");
                 }
-                std::process::exit(1);
+                exit(status::ENVIRONMENT);
             }
         }
     }
@@ -843,7 +979,7 @@ fn review_snapshots(store: &faultlab::snapshot::Store, from: Option<&std::path::
     let waiting = faultlab::snapshot::list_pending(store, from, &mut out, colour)?;
     drop(out);
     if waiting > 0 {
-        std::process::exit(1);
+        exit(status::FAILED);
     }
     Ok(())
 }

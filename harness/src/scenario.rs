@@ -184,6 +184,10 @@ pub enum ScenarioError {
     Invalid { problems: Vec<Located> },
     #[error("no scenario named {name:?} in {}; {}", dir.display(), if known.is_empty() { "it has no scenario files".to_string() } else { format!("known: {}", known.join(", ")) })]
     NotFound { name: String, dir: PathBuf, known: Vec<String> },
+    #[error("another file of the set has the same scenario name: {}; rename or remove one", other.display())]
+    SameName { other: PathBuf },
+    #[error("scenario {name:?} is in two files, {}; rename or remove one", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "))]
+    Ambiguous { name: String, paths: Vec<PathBuf> },
     #[error("cannot list scenarios in {}: {source}", dir.display())]
     List {
         dir: PathBuf,
@@ -308,7 +312,8 @@ fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
     let name = &s.metadata.name;
     if name != stem {
-        problems.push(Problem::new("metadata.name", format!("is {name:?} but the file is named {stem:?}.yaml; they must match")));
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+        problems.push(Problem::new("metadata.name", format!("is {name:?} but the file is named {file:?}; they must match")));
     }
     if let Some(p) = crate::check::dns_label("metadata.name", name) {
         problems.push(p);
@@ -610,13 +615,16 @@ pub fn workspace_root() -> PathBuf {
     }
 }
 
-/// The scenario files of a set: every `*.yaml` entry of `dir` (whatever its file type: `load`
-/// refuses what is not a regular file, so a FIFO is reported instead of read), sorted.
+/// The extensions of scenario files, in the order a name is looked up.
+pub const EXTENSIONS: [&str; 2] = ["yaml", "yml"];
+
+/// The scenario files of a set: every `*.yaml` and `*.yml` entry of `dir` (whatever its file type:
+/// `load` refuses what is not a regular file, so a FIFO is reported instead of read), sorted.
 pub fn files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::List { dir: dir.to_owned(), source })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| p.extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.contains(&e)))
         .collect();
     paths.sort();
     Ok(paths)
@@ -630,14 +638,21 @@ pub struct Set {
 }
 
 /// Load every scenario file of `dir`; one broken file does not hide the others.
+/// Two files of one name (`x.yaml` and `x.yml`) are both broken: neither is chosen silently.
 pub fn load_set(dir: &Path) -> Result<Set, ScenarioError> {
     let mut set = Set::default();
-    for path in files(dir)? {
-        match load(&path) {
+    let paths = files(dir)?;
+    for path in &paths {
+        let stem = path.file_stem();
+        if let Some(other) = paths.iter().find(|p| *p != path && p.file_stem() == stem) {
+            set.broken.push((path.clone(), ScenarioError::SameName { other: other.clone() }));
+            continue;
+        }
+        match load(path) {
             Ok(loaded) => {
                 set.good.insert(loaded.name().to_string(), loaded);
             }
-            Err(e) => set.broken.push((path, e)),
+            Err(e) => set.broken.push((path.clone(), e)),
         }
     }
     Ok(set)
@@ -656,9 +671,11 @@ pub fn load_all(dir: &Path) -> Result<BTreeMap<String, Loaded>, ScenarioError> {
 /// cannot be read says why, rather than "no scenario named").
 pub fn find(dir: &Path, name: &str) -> Result<Loaded, ScenarioError> {
     let plain = !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != "..";
-    let path = dir.join(format!("{name}.yaml"));
-    if plain && std::fs::symlink_metadata(&path).is_ok() {
-        return load(&path);
+    let found: Vec<PathBuf> = EXTENSIONS.iter().map(|e| dir.join(format!("{name}.{e}"))).filter(|p| plain && std::fs::symlink_metadata(p).is_ok()).collect();
+    match found.as_slice() {
+        [one] => return load(one),
+        [first, other, ..] => return Err(ScenarioError::Ambiguous { name: name.into(), paths: vec![first.clone(), other.clone()] }),
+        [] => {}
     }
     let known = load_set(dir).map(|set| set.good.into_keys().collect()).unwrap_or_default();
     Err(ScenarioError::NotFound { name: name.into(), dir: dir.to_owned(), known })

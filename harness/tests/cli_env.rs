@@ -1,7 +1,7 @@
 //! Yes/no flags also read from the environment (`FAULTLAB_STRICT_SNAPSHOTS`, `FAULTLAB_ALLOW_HOST_WIDE`)
 //! take the values CI systems and shells write (`1`, `yes`, `on`, ...), and refuse anything else by
-//! name. The scenario name is unknown, so a run that gets past the command line stops there, before
-//! any cluster is looked for.
+//! name. The scenario name is unknown, so a run that gets past the command line stops there (exit
+//! status 2, the unknown name), before any cluster is looked for.
 
 fn run_with(var: &str, value: &str) -> (Option<i32>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_faultlab"))
@@ -23,7 +23,7 @@ fn yes_and_no_in_the_environment_are_taken_as_shells_write_them() {
     for var in ["FAULTLAB_STRICT_SNAPSHOTS", "FAULTLAB_ALLOW_HOST_WIDE"] {
         for value in ["1", "0", "true", "FALSE", "yes", "no", "on", "off", ""] {
             let (code, err) = run_with(var, value);
-            assert!(code == Some(1) && err.contains("no scenario named \"no-such-scenario\""), "{var}={value:?}: exit {code:?}\n{err}");
+            assert!(code == Some(2) && err.contains("no scenario named \"no-such-scenario\""), "{var}={value:?}: exit {code:?}\n{err}");
         }
     }
 }

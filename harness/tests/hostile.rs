@@ -530,7 +530,7 @@ fn broken_set(root: &Path) -> Result<(PathBuf, Vec<(PathBuf, Lines)>), Failed> {
     Ok((set, files))
 }
 
-/// The output names `file` (anywhere in a line: `validate` indents, `plan` prints `Error: `), at its
+/// The output names `file` (anywhere in a line: `validate` indents, `plan` prints `error: `), at its
 /// expected line if it has one, else as `PATH: `.
 fn reported(output: &str, file: &Path, lines: &Lines) -> bool {
     let shown = file.display().to_string();

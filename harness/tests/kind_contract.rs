@@ -91,6 +91,9 @@ impl Bed {
             .env("FAULTLAB_TESTBED", self.state.join("no-testbed.yaml"))
             .env("FAULTLAB_EXPECTATIONS", self.state.join("expectations"))
             .env_remove("FAULTLAB_PROVIDER")
+            // What a caller's environment may set and these trials decide for themselves.
+            .env_remove("FAULTLAB_KIND_NODE_IMAGE")
+            .env_remove("FAULTLAB_ALLOW_HOST_WIDE")
             .stdin(Stdio::null());
         c
     }
