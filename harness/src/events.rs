@@ -53,7 +53,7 @@ pub struct Seen {
 }
 
 /// An event as snapshot: normalised.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Normalised {
     pub object: String,
     #[serde(rename = "type")]

@@ -899,7 +899,7 @@ mod tests {
         failed.events = vec![Normalised { object: "Pod/web".into(), type_: "Warning".into(), reason: "BackOff".into(), source: "kubelet".into(), message: "Back-off".into() }];
 
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
-        SuiteReport { wall_seconds: 95.25, scenarios: vec![passed, failed, ignored] }
+        SuiteReport::new(95.25, vec![passed, failed, ignored])
     }
 
     #[test]

@@ -127,6 +127,29 @@ enum ProviderArg {
 enum Output {
     Text,
     Json,
+    Yaml,
+}
+
+/// `-o text|json|yaml`, as kubectl spells it.
+#[derive(clap::Args, Clone, Copy)]
+struct OutputArg {
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+/// Print `value` as JSON or YAML; false for text (the caller prints it).
+fn emit<T: serde::Serialize>(output: Output, value: &T) -> Result<bool> {
+    match output {
+        Output::Text => Ok(false),
+        Output::Json => {
+            out!("{}", serde_json::to_string_pretty(value).context("writing JSON")?);
+            Ok(true)
+        }
+        Output::Yaml => {
+            outp!("{}", serde_saphyr::to_string(value).context("writing YAML")?);
+            Ok(true)
+        }
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -229,7 +252,10 @@ enum Command {
         command: TestbedCommand,
     },
     /// List scenarios: the good ones, then each broken file with its errors.
-    List,
+    List {
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Check scenario files or sets (directories) without touching a cluster: every error of every
     /// file, each at its file, line and column. Exit status 2 if any file is broken (for CI).
     Validate {
@@ -237,13 +263,19 @@ enum Command {
         paths: Vec<PathBuf>,
     },
     /// Show a scenario: fault, symptom, documented fix, recovery.
-    Show { scenario: String },
+    Show {
+        scenario: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Print every command and API call a run would make, without running anything.
     Plan {
         #[command(flatten)]
         target: Target,
         #[command(flatten)]
         provider: ProviderOpts,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Run scenarios end to end. Exit status 0 when every scenario passed (one with no reviewed
     /// snapshot on the platform passes, unless --strict-snapshots), 1 when any failed, 2 when a
@@ -260,7 +292,9 @@ enum Command {
         /// Allow injecting faults into this context, which faultlab did not create.
         #[arg(long, value_name = "CONTEXT")]
         allow_existing: Option<String>,
-        #[arg(long, value_enum, default_value = "text")]
+        /// The report on standard output: one line per scenario, or the whole report as JSON or YAML
+        /// (its schema: `faultlab schema --report`).
+        #[arg(short, long, value_enum, default_value = "text")]
         output: Output,
         /// Write a JUnit XML report here.
         #[arg(long)]
@@ -309,8 +343,11 @@ enum Command {
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         older_than: Duration,
     },
-    /// Print the scenario format's JSON Schema.
-    Schema,
+    /// Print the scenario format's JSON Schema; --report: that of `run --output json`'s report.
+    Schema {
+        #[arg(long)]
+        report: bool,
+    },
     /// Write the HTML report (DIR/index.html) of one or more JSON reports (`run --output json`), their
     /// scenarios on one page.
     Report {
@@ -344,6 +381,8 @@ enum Command {
         /// Wait up to this long for the fix to take hold (watch-based), e.g. 2m.
         #[arg(long, value_parser = parse_duration)]
         wait: Option<Duration>,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Training: show the documented fix and its source; --apply carries it out.
     Solution {
@@ -358,7 +397,10 @@ enum Command {
         session: SessionArg,
     },
     /// Training: list open sessions.
-    Sessions,
+    Sessions {
+        #[command(flatten)]
+        output: OutputArg,
+    },
     /// Write a scenario of your own, NAME.yaml, made from faultlab's scenario for FAULT.
     New {
         /// The scenario's name (a Kubernetes name: lowercase letters, digits and '-').
@@ -547,6 +589,16 @@ fn progress(rec: Recorder, scenario: String, bars: Option<indicatif::MultiProgre
     })
 }
 
+/// How far a fault reaches, in words (`faultlab show`).
+fn reach_text(reach: faultlab::faults::Reach) -> &'static str {
+    match reach {
+        faultlab::faults::Reach::Namespace => "the run's namespace only",
+        faultlab::faults::Reach::Node => "the node",
+        faultlab::faults::Reach::Cluster => "the whole cluster",
+        faultlab::faults::Reach::Host(_) => "the node, and on kind the host",
+    }
+}
+
 /// A yes/no flag that can also come from the environment: `1`, `true`, `yes`, `on` and `0`, `false`,
 /// `no`, `off` (any case), as CI systems and shells write them. clap's own boolean parser takes only
 /// `true` and `false`, so `FAULTLAB_STRICT_SNAPSHOTS=1` was refused.
@@ -584,12 +636,31 @@ fn main() {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    // faultlab's own scenarios: the checkout the current directory is in, else the built-in copy,
+    // unpacked into the data directory (faultlab::home), which can fail (a data directory that is not
+    // this user's). Commands that read no scenario do without.
+    let own_files = !matches!(cli.command, Command::Completions { .. } | Command::Man | Command::Schema { .. } | Command::Image { .. } | Command::Testbed { .. } | Command::Report { .. });
+    if own_files && cli.scenarios.is_none() && std::env::var_os("FAULTLAB_SCENARIOS").is_none_or(|v| v.is_empty()) {
+        faultlab::home::find().map_err(anyhow::Error::msg)?;
+    }
     let dir = cli.scenarios.clone().unwrap_or_else(scenario::default_dir);
     match cli.command {
-        Command::List => {
+        Command::List { output } => {
             let set = scenario::load_set(&dir)?;
             if set.good.is_empty() && set.broken.is_empty() {
                 usage!("{}: no scenario files (*.yaml, *.yml) in this directory", dir.display());
+            }
+            let listed = serde_json::json!({
+                "scenarios": set.good.iter().map(|(name, s)| serde_json::json!({
+                    "name": name, "fault": s.scenario.fault.name(), "path": s.path, "description": s.scenario.metadata.description.trim(),
+                })).collect::<Vec<_>>(),
+                "broken": set.broken.iter().map(|(path, e)| serde_json::json!({"path": path, "error": e.to_string()})).collect::<Vec<_>>(),
+            });
+            if emit(output.output, &listed)? {
+                if !set.broken.is_empty() {
+                    exit(status::USAGE);
+                }
+                return Ok(());
             }
             // Columns as wide as the longest name and fault.
             let wn = set.good.keys().map(String::len).max().unwrap_or(0);
@@ -612,22 +683,25 @@ async fn run(cli: Cli) -> Result<()> {
                 exit(status::USAGE);
             }
         }
-        Command::Show { scenario: name } => {
+        Command::Show { scenario: name, output } => {
             let s = scenario::find(&dir, &name)?;
             let sc = &s.scenario;
+            let shown = serde_json::json!({
+                "path": s.path,
+                "reach": reach_text(sc.fault.fault().reach()),
+                "hostWideOnKind": sc.fault.fault().host_wide_on_kind(),
+                "scenario": sc,
+            });
+            if emit(output.output, &shown)? {
+                return Ok(());
+            }
             out!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
             out!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
             out!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
             if !sc.workload.cluster_objects.is_empty() {
                 out!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
             }
-            let reach = match sc.fault.fault().reach() {
-                faultlab::faults::Reach::Namespace => "the run's namespace only",
-                faultlab::faults::Reach::Node => "the node",
-                faultlab::faults::Reach::Cluster => "the whole cluster",
-                faultlab::faults::Reach::Host(_) => "the node, and on kind the host",
-            };
-            out!("reach:    {reach}");
+            out!("reach:    {}", reach_text(sc.fault.fault().reach()));
             if let Some(reach) = sc.fault.fault().host_wide_on_kind() {
                 out!("on kind:  reaches past the node container into the host: {reach}; runs on kind only with --allow-host-wide");
             }
@@ -652,7 +726,8 @@ async fn run(cli: Cli) -> Result<()> {
                 out!("recovery: within {}: {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::deployment_text(d));
             }
         }
-        Command::Schema => outp!("{}", scenario::json_schema()),
+        Command::Schema { report: false } => outp!("{}", scenario::json_schema()),
+        Command::Schema { report: true } => outp!("{}", SuiteReport::json_schema()),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "faultlab", &mut buf);
@@ -664,7 +739,7 @@ async fn run(cli: Cli) -> Result<()> {
             outp!("{}", String::from_utf8_lossy(&buf));
         }
         Command::Report { inputs, html, title } => {
-            let mut suite = SuiteReport { wall_seconds: 0.0, scenarios: Vec::new() };
+            let mut suite = SuiteReport::new(0.0, Vec::new());
             for path in &inputs {
                 let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
                 let part: SuiteReport = serde_json::from_str(&text).with_context(|| format!("{}: not a faultlab JSON report (`faultlab run --output json`)", path.display()))?;
@@ -674,13 +749,19 @@ async fn run(cli: Cli) -> Result<()> {
             let page = write_html(&html, &suite, &title)?;
             eprintln!("wrote {}", page.display());
         }
-        Command::Plan { target, provider } => {
+        Command::Plan { target, provider, output } => {
             let mut broken = 0;
             let chosen = targets(&dir, &target, &mut broken)?;
             let choice = choose(&provider, false)?;
+            let mut plans = Vec::new();
             for s in chosen {
-                out!("{}", suite::plan(&s, &choice).await?);
+                let plan = suite::plan(&s, &choice).await?;
+                match output.output {
+                    Output::Text => out!("{plan}"),
+                    _ => plans.push(serde_json::json!({"scenario": s.name(), "provider": choice.name(), "lines": plan.lines().collect::<Vec<_>>()})),
+                }
             }
+            emit(output.output, &plans)?;
             if broken > 0 {
                 usage!("{broken} scenario file(s) of {} are broken (above) and were not planned", dir.display());
             }
@@ -793,11 +874,11 @@ async fn run(cli: Cli) -> Result<()> {
                     }
                 }
             }
-            let suite = SuiteReport { wall_seconds: started.elapsed().as_secs_f64(), scenarios: reports };
-            if output == Output::Json {
-                out!("{}", suite.json());
-            } else {
-                out!("suite: {:.1}s wall", suite.wall_seconds);
+            let suite = SuiteReport::new(started.elapsed().as_secs_f64(), reports);
+            match output {
+                Output::Json => out!("{}", suite.json()),
+                Output::Yaml => outp!("{}", serde_saphyr::to_string(&suite).context("writing YAML")?),
+                Output::Text => out!("suite: {:.1}s wall", suite.wall_seconds),
             }
             if let Some(notice) = new_snapshots_notice(&suite, strict_snapshots) {
                 eprintln!("{notice}");
@@ -838,9 +919,20 @@ async fn run(cli: Cli) -> Result<()> {
                 None => out!("no more hints; `faultlab solution` shows the documented fix"),
             }
         }
-        Command::Check { session, wait } => {
+        Command::Check { session, wait, output } => {
             let mut s = training::Session::find(session.session.as_deref())?;
             let verdict = training::check(&mut s, wait).await?;
+            let shown = serde_json::json!({
+                "session": s.id, "scenario": s.scenario, "fixed": verdict.fixed, "seconds": verdict.seconds,
+                "failing": verdict.failing, "solved": s.solved,
+            });
+            if emit(output.output, &shown)? {
+                if verdict.fixed {
+                    let _ = training::write_debrief(&s, false);
+                    return Ok(());
+                }
+                exit(status::FAILED);
+            }
             if verdict.fixed {
                 let solved = s.solved.clone().expect("recorded when fixed");
                 out!(
@@ -886,8 +978,12 @@ async fn run(cli: Cli) -> Result<()> {
                 bail!("reset left {} undo step(s) failing; the session stays open (run `faultlab reset` again)", errors.len());
             }
         }
-        Command::Sessions => {
-            for s in training::Session::all() {
+        Command::Sessions { output } => {
+            let all = training::Session::all();
+            if emit(output.output, &all)? {
+                return Ok(());
+            }
+            for s in all {
                 let state = match &s.solved {
                     Some(x) => format!("fixed in {:.0}s", x.seconds),
                     None => "open".into(),

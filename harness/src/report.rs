@@ -10,7 +10,7 @@ use crate::record::{Entry, Phase};
 pub use crate::runner::{PhaseSpan, PodState, TimedEvent, TimedWait, Timeline, Timings};
 use crate::snapshot::{SnapshotResult, SnapshotStatus};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Passed,
@@ -19,7 +19,7 @@ pub enum Status {
 }
 
 /// One scenario's run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioReport {
     pub scenario: String,
     pub provider: String,
@@ -130,14 +130,29 @@ impl ScenarioReport {
     }
 }
 
-/// A whole invocation.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The version of the JSON report's layout ([`SuiteReport::schema_version`]): raised when a field
+/// changes meaning or goes; new fields do not raise it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// A whole invocation (`faultlab run --output json`; its JSON Schema: `faultlab schema --report`).
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SuiteReport {
+    /// The report's layout version ([`SCHEMA_VERSION`]); reports from before it had none.
+    #[serde(rename = "schemaVersion", default = "schema_version")]
+    pub schema_version: u32,
     pub wall_seconds: f64,
     pub scenarios: Vec<ScenarioReport>,
 }
 
 impl SuiteReport {
+    pub fn new(wall_seconds: f64, scenarios: Vec<ScenarioReport>) -> Self {
+        SuiteReport { schema_version: SCHEMA_VERSION, wall_seconds, scenarios }
+    }
+
     pub fn passed(&self) -> bool {
         self.scenarios.iter().all(|s| s.status != Status::Failed)
     }
@@ -149,6 +164,11 @@ impl SuiteReport {
 
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report serialises")
+    }
+
+    /// The JSON Schema of the report.
+    pub fn json_schema() -> String {
+        serde_json::to_string_pretty(&schemars::schema_for!(SuiteReport)).expect("schema serialises") + "\n"
     }
 
     /// JUnit XML: one test case per scenario, phase times and the snapshot's status as properties.
@@ -204,7 +224,7 @@ mod tests {
         ok.platform = "k8s-1.20-containerd-1.6-amd64".into();
         ok.timings = Timings { setup: Some(3.0), inject: Some(0.5), symptom: Some(4.0), fix: Some(1.0), recovery: Some(12.0), teardown: Some(2.0), waiting: None, own: None };
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
-        let suite = SuiteReport { wall_seconds: 30.0, scenarios: vec![ok.clone(), ignored] };
+        let suite = SuiteReport::new(30.0, vec![ok.clone(), ignored]);
         assert_eq!(ok.line(), "PASS pause-missing [k8s-1.20-containerd-1.6-amd64] setup=3.0s inject=0.5s symptom=4.0s fix=1.0s recovery=12.0s teardown=2.0s snapshot=-");
         let xml = suite.junit();
         assert!(xml.contains(r#"<property name="phase.recovery" value="12.000"/>"#), "{xml}");
@@ -227,7 +247,7 @@ mod tests {
         assert_eq!(line.matches("1 missing").count(), 1, "{line}");
         assert!(line.ends_with(&format!("\n  snapshot: {paragraph}")), "{line}");
         assert!(!line.contains("error in"), "{line}");
-        let xml = SuiteReport { wall_seconds: 1.0, scenarios: vec![r] }.junit();
+        let xml = SuiteReport::new(1.0, vec![r]).junit();
         assert!(xml.contains("1 missing, 0 unexpected"), "JUnit carries it as the failure's message: {xml}");
     }
 
@@ -262,7 +282,7 @@ mod tests {
     #[case::new(SnapshotResult::New("none yet".into()), serde_json::json!("new"), Some("none yet"))]
     #[case::not_compared(SnapshotResult::Skipped("the run failed".into()), serde_json::Value::Null, Some("the run failed"))]
     fn the_json_has_the_snapshots_status_and_its_paragraph(#[case] snapshot: SnapshotResult, #[case] status: serde_json::Value, #[case] detail: Option<&str>) {
-        let suite = SuiteReport { wall_seconds: 1.0, scenarios: vec![with_snapshot(Status::Passed, snapshot.clone())] };
+        let suite = SuiteReport::new(1.0, vec![with_snapshot(Status::Passed, snapshot.clone())]);
         let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
         let s = &json["scenarios"][0];
         assert_eq!(s["snapshot"], status, "{s}");
@@ -279,10 +299,34 @@ mod tests {
     #[case::changed(r#"{"result": "mismatched", "detail": "events of web on p differ"}"#, SnapshotResult::Changed("events of web on p differ".into()))]
     #[case::skipped(r#"{"result": "skipped", "detail": "the run failed"}"#, SnapshotResult::Skipped("the run failed".into()))]
     fn older_reports_read_as_the_status_they_meant(#[case] field: &str, #[case] expected: SnapshotResult) {
-        let mut json: serde_json::Value = serde_json::from_str(&SuiteReport { wall_seconds: 1.0, scenarios: vec![with_snapshot(Status::Failed, SnapshotResult::Matched)] }.json()).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(&SuiteReport::new(1.0, vec![with_snapshot(Status::Failed, SnapshotResult::Matched)]).json()).unwrap();
         json["scenarios"][0]["snapshot"] = serde_json::from_str(field).unwrap();
         let back: SuiteReport = serde_json::from_value(json).unwrap();
         assert_eq!(back.scenarios[0].snapshot, expected);
+    }
+
+    /// The report's JSON Schema names every field a report has, at the top and in each scenario, and
+    /// the report carries its layout version.
+    #[test]
+    fn the_schema_names_every_field_and_the_version_is_written() {
+        let report = SuiteReport::new(1.0, vec![with_snapshot(Status::Passed, SnapshotResult::New("no reviewed snapshot yet".into()))]);
+        let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["schemaVersion"], SCHEMA_VERSION);
+        let schema: serde_json::Value = serde_json::from_str(&SuiteReport::json_schema()).unwrap();
+        let top = schema["properties"].as_object().unwrap();
+        for key in json.as_object().unwrap().keys() {
+            assert!(top.contains_key(key), "the schema lacks the report's {key}");
+        }
+        let scenario_schema = &schema["$defs"]["ScenarioReport"];
+        // The snapshot's fields are flattened in: the schema holds them through `allOf`/`$ref` or as properties.
+        let text = scenario_schema.to_string() + &schema["$defs"].to_string();
+        for key in json["scenarios"][0].as_object().unwrap().keys() {
+            assert!(text.contains(&format!("\"{key}\"")), "the schema lacks the scenario report's {key}");
+        }
+        // A report from before the version was written reads as version 1.
+        let mut older = json.clone();
+        older.as_object_mut().unwrap().remove("schemaVersion");
+        assert_eq!(serde_json::from_value::<SuiteReport>(older).unwrap().schema_version, 1);
     }
 
     /// JUnit: the status is a property of each case compared; a new snapshot failed by
@@ -295,7 +339,7 @@ mod tests {
         strict.failed_phase = Some(Phase::Recovery);
         strict.error = Some("no reviewed snapshot of db on p, and --strict-snapshots fails a run without one".into());
         let ignored = ScenarioReport::ignored("cni", "no cluster");
-        let suite = SuiteReport { wall_seconds: 1.0, scenarios: vec![passed, strict, ignored] };
+        let suite = SuiteReport::new(1.0, vec![passed, strict, ignored]);
         let xml = suite.junit();
         assert_eq!(xml.matches(r#"<property name="snapshot" value="new"/>"#).count(), 2, "{xml}");
         assert_eq!(xml.matches(r#"name="snapshot""#).count(), 2, "none for a scenario not compared: {xml}");

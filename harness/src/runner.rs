@@ -59,7 +59,7 @@ pub enum RunError {
 }
 
 /// When things happened in a run, in seconds from its start (the start of its setup phase).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Timeline {
     /// The run's start, RFC 3339 (UTC).
     #[serde(default)]
@@ -96,7 +96,7 @@ impl Timeline {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct PhaseSpan {
     pub phase: Phase,
     pub start: f64,
@@ -104,7 +104,7 @@ pub struct PhaseSpan {
     pub end: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TimedEvent {
     pub at: f64,
     /// `Pod/web-5d9c7b-x2x9q`, `Node/faultlab-node`.
@@ -116,7 +116,7 @@ pub struct TimedEvent {
     pub message: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TimedWait {
     pub phase: Phase,
     /// The gate, as plans write it: `pod -l app=web phase=Running ready=true`.
@@ -126,7 +126,7 @@ pub struct TimedWait {
     pub met: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct PodState {
     pub at: f64,
     pub pod: String,
@@ -134,7 +134,7 @@ pub struct PodState {
 }
 
 /// How long each phase took.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Timings {
     pub setup: Option<f64>,
     pub inject: Option<f64>,
@@ -160,7 +160,7 @@ fn seconds(d: Duration) -> f64 {
 /// Seconds of a run's own time (outside the gates), by what they went to. The rest of the phases' time
 /// outside the gates is the runner's own code, timers between steps (a fault's settle before it
 /// checks), and scheduling.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct OwnTime {
     /// Commands on the node or this machine, in every phase.
     pub commands: f64,

@@ -598,21 +598,19 @@ fn check_workload_refs(s: &Scenario, docs: &[manifest::Doc], problems: &mut Vec<
     }
 }
 
-/// The scenarios directory: `$FAULTLAB_SCENARIOS`, else `scenarios/` at the workspace root.
+/// The scenarios directory: `$FAULTLAB_SCENARIOS`, else faultlab's own `scenarios/` ([`crate::home`]:
+/// the checkout the current directory is in, else the copy built into the binary).
 pub fn default_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FAULTLAB_SCENARIOS") {
+    if let Some(dir) = std::env::var_os("FAULTLAB_SCENARIOS").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     workspace_root().join("scenarios")
 }
 
-/// The workspace root (the directory above `harness/`), found from the build or the current directory.
+/// The root of faultlab's own files ([`crate::home::root`]): `scenarios/`, `expectations/`,
+/// `kind-configs/`.
 pub fn workspace_root() -> PathBuf {
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf);
-    match built {
-        Some(root) if root.join("scenarios").is_dir() => root,
-        _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-    }
+    crate::home::root()
 }
 
 /// The extensions of scenario files, in the order a name is looked up.

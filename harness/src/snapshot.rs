@@ -34,7 +34,7 @@ use crate::events::{Normalised, Withheld};
 /// A scenario's snapshot status: how the events of a run whose gates, fix and recovery held compare
 /// with the reviewed snapshot of its platform. `changed` fails the run; `new` passes it with a notice
 /// (and fails it under `--strict-snapshots`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SnapshotStatus {
     /// Equal to the reviewed snapshot.
@@ -107,6 +107,27 @@ struct SnapshotFields {
 enum StatusField {
     Status(SnapshotStatus),
     Older { result: String, detail: Option<String> },
+}
+
+/// The fields as faultlab writes them, for the report's JSON Schema (`faultlab schema --report`).
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)] // read by the schema only
+struct SnapshotFieldsWritten {
+    /// How the events compare with the reviewed snapshot; null: not compared.
+    snapshot: Option<SnapshotStatus>,
+    /// The paragraph of a `changed` or `new` snapshot, or why it was not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_detail: Option<String>,
+}
+
+impl schemars::JsonSchema for SnapshotResult {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SnapshotResult".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        SnapshotFieldsWritten::json_schema(generator)
+    }
 }
 
 impl From<SnapshotResult> for SnapshotFields {

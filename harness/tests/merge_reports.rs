@@ -21,7 +21,7 @@ fn part(dir: &Path, name: &str, wall: f64, scenarios: &[(&str, Status)]) -> (Pat
             r
         })
         .collect();
-    let suite = SuiteReport { wall_seconds: wall, scenarios: reports };
+    let suite = SuiteReport::new(wall, reports);
     let (json, xml) = (dir.join(format!("{name}.json")), dir.join(format!("{name}.xml")));
     std::fs::write(&json, suite.json()).unwrap();
     std::fs::write(&xml, suite.junit()).unwrap();
@@ -45,6 +45,7 @@ fn parts_merge_into_one_report_and_an_overlap_is_refused() {
     let merged: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
     assert_eq!(merged["wall_seconds"], 140.0, "the parts ran side by side: the longest");
     assert_eq!(merged["parts"], 2);
+    assert_eq!(merged["schemaVersion"], faultlab::report::SCHEMA_VERSION, "the parts' layout version is kept");
     let names: Vec<&str> = merged["scenarios"].as_array().unwrap().iter().map(|s| s["scenario"].as_str().unwrap()).collect();
     assert_eq!(names, ["cni-broken", "configmap-missing", "pause-missing"]);
     assert_eq!(merged["scenarios"][0]["status"], "failed");

@@ -76,6 +76,8 @@ impl User {
         c.args(args)
             .current_dir(cwd)
             .env("FAULTLAB_STATE_DIR", self.path("state"))
+            // Outside the repository faultlab's own scenarios are the binary's built-in copy, unpacked here.
+            .env("FAULTLAB_DATA_DIR", self.path("data"))
             .env_remove("FAULTLAB_SCENARIOS")
             .env_remove("FAULTLAB_EXPECTATIONS")
             .env_remove("FAULTLAB_PROVIDER")
@@ -206,9 +208,15 @@ fn new_validate_show_plan() -> Result<(), Failed> {
     let planned = u.ok(&["plan", "shop-config-missing", "--scenarios", set_arg, "--provider", "existing", "--description", none.to_str().ok_or("path")?])?;
     expect(planned.contains("## shop-config-missing (existing)") && planned.contains("DELETE /api/v1/namespaces/fl-shop-config-missing-<id>/configmaps/app-config"), || planned.clone())?;
 
-    // A set of one's own may not keep its snapshots in faultlab's expectations/; refused before any
-    // cluster is looked at.
-    let own = workspace_root().join("expectations");
+    // Outside the repository, faultlab's own set is the copy built into the binary, unpacked into the
+    // data directory (`new` read its scenario for disk-full there).
+    let builtin: Vec<PathBuf> = std::fs::read_dir(u.path("data")).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let [builtin] = builtin.as_slice() else { return Err(format!("one built-in copy in the data directory, not {builtin:?}").into()) };
+    expect(builtin.join("scenarios/disk-full.yaml").is_file() && builtin.join("kind-configs/amd64.yaml").is_file(), || format!("{}", builtin.display()))?;
+
+    // A set of one's own may not keep its snapshots in faultlab's expectations/ (here the built-in
+    // copy's); refused before any cluster is looked at.
+    let own = builtin.join("expectations");
     let refused = u.fails(&["run", "shop-config-missing", "--scenarios", set_arg, "--provider", "existing", "--description", none.to_str().ok_or("path")?, "--expectations", own.to_str().ok_or("path")?])?;
     expect(refused.contains(&format!("refusing to keep the snapshots of scenario set {} in faultlab's own {}", set.display(), own.display())), || refused.clone())?;
     expect(refused.contains(&format!("to keep them in {}", set.join("expectations").display())), || refused.clone())?;

@@ -13,7 +13,7 @@ fn script() -> PathBuf {
 
 fn table(dir: &Path, scenarios: Vec<ScenarioReport>) -> (bool, String) {
     let path = dir.join("suite.json");
-    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios }.json()).unwrap();
+    std::fs::write(&path, SuiteReport::new(60.0, scenarios).json()).unwrap();
     let out = Command::new("python3").arg(script()).arg("--strict").arg(&path).output().unwrap();
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     (out.status.success(), String::from_utf8(out.stdout).unwrap())
@@ -62,7 +62,7 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     failed.snapshot = faultlab::snapshot::SnapshotResult::Changed("events differ\n  missing: Warning BackOff".into());
     failed.teardown_errors = vec!["undo 1 failed: exit 1\nstderr".into()];
     let path = dir.path().join("arm64-suite.json");
-    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken"), failed] }.json()).unwrap();
+    std::fs::write(&path, SuiteReport::new(60.0, vec![passed("cni-broken"), failed]).json()).unwrap();
     let absent = dir.path().join("kind-suite.json");
     let out = Command::new("python3").arg(script()).arg("--failures").arg(&absent).arg(&path).output().unwrap();
     assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -80,11 +80,11 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     strict.failed_phase = Some(faultlab::record::Phase::Recovery);
     strict.error = Some("no reviewed snapshot of cni-broken on p, and --strict-snapshots fails a run without one".into());
     strict.snapshot = faultlab::snapshot::SnapshotResult::New("no reviewed snapshot yet for cni-broken on p: wrote x.snap.new".into());
-    let mut older: serde_json::Value = serde_json::from_str(&SuiteReport { wall_seconds: 1.0, scenarios: vec![strict.clone()] }.json()).unwrap();
+    let mut older: serde_json::Value = serde_json::from_str(&SuiteReport::new(1.0, vec![strict.clone()]).json()).unwrap();
     older["scenarios"][0]["snapshot"] = serde_json::json!({"result": "mismatched", "detail": "events differ"});
     let older_path = dir.path().join("older.json");
     std::fs::write(&older_path, older.to_string()).unwrap();
-    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![strict] }.json()).unwrap();
+    std::fs::write(&path, SuiteReport::new(60.0, vec![strict]).json()).unwrap();
     let out = Command::new("python3").arg(script()).arg("--failures").arg(&path).arg(&older_path).output().unwrap();
     assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -95,7 +95,7 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
     );
     assert_eq!(text, expected);
     // Nothing failed: nothing printed.
-    std::fs::write(&path, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken")] }.json()).unwrap();
+    std::fs::write(&path, SuiteReport::new(60.0, vec![passed("cni-broken")]).json()).unwrap();
     let out = Command::new("python3").arg(script()).arg("--failures").arg(&path).output().unwrap();
     assert!(out.status.success() && out.stdout.is_empty());
 }
@@ -104,7 +104,7 @@ fn failures_names_each_failed_scenario_with_its_phase_error_and_snapshot_differe
 fn a_report_that_is_not_there_or_not_json_is_named_without_a_traceback() {
     let dir = tempfile::tempdir().unwrap();
     let present = dir.path().join("suite.json");
-    std::fs::write(&present, SuiteReport { wall_seconds: 60.0, scenarios: vec![passed("cni-broken")] }.json()).unwrap();
+    std::fs::write(&present, SuiteReport::new(60.0, vec![passed("cni-broken")]).json()).unwrap();
     let absent = dir.path().join("suite-sequential.json");
     let out = Command::new("python3").arg(script()).arg("--walls").arg(&absent).arg(&present).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -129,9 +129,9 @@ fn walls_break_faultlabs_own_time_down_by_what_it_went_to() {
     let own = OwnTime { commands: 20.0, fault_commands: 15.0, api: 4.0, settling: 3.0, undoing: 2.0 };
     let seq = dir.path().join("seq.json");
     let par = dir.path().join("par.json");
-    std::fs::write(&seq, SuiteReport { wall_seconds: 200.0, scenarios: vec![timed("a", Some(own.clone())), timed("b", Some(own))] }.json()).unwrap();
+    std::fs::write(&seq, SuiteReport::new(200.0, vec![timed("a", Some(own.clone())), timed("b", Some(own))]).json()).unwrap();
     // A report from before the breakdown: the share alone.
-    std::fs::write(&par, SuiteReport { wall_seconds: 120.0, scenarios: vec![timed("a", None), timed("b", None)] }.json()).unwrap();
+    std::fs::write(&par, SuiteReport::new(120.0, vec![timed("a", None), timed("b", None)]).json()).unwrap();
     let out = Command::new("python3").arg(script()).arg("--walls").arg(&seq).arg(&par).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();

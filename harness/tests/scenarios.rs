@@ -138,7 +138,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
         eprintln!("{}", report.line());
         if let Some(dir) = &report_dir {
             let _ = std::fs::create_dir_all(dir);
-            let suite = faultlab::report::SuiteReport { wall_seconds: 0.0, scenarios: vec![report.clone()] };
+            let suite = faultlab::report::SuiteReport::new(0.0, vec![report.clone()]);
             let _ = std::fs::write(dir.join(format!("{}.json", report.scenario)), suite.json());
         }
         if report.status != Status::Passed {

@@ -12,8 +12,9 @@
 //!   `if:` honoured (`always()`, `failure()`, none). What stands in for GitHub, and why:
 //!   - `actions/checkout`: `git clone` of this work tree's HEAD (what is committed, nothing else);
 //!   - `actions/cache`: `target/` kept in `FAULTLAB_WORKFLOW_CACHE/<key>` (ci/workflow-steps: under
-//!     /var/cache/faultlab), restored by copy on a hit and saved at the job's end after a miss when the
-//!     job passed, as actions/cache does (`~/.cargo` is this machine's own);
+//!     /var/cache/faultlab), moved into the workspace on a hit and back at the job's end (the jobs run
+//!     one after another here, and a build tree is gigabytes: a move costs no disk where GitHub copies);
+//!     `~/.cargo` is this machine's own;
 //!   - `actions/upload-artifact`: the files copied to `<out>/artifacts/<name>/`, the path after the
 //!     part before the first wildcard kept, as upload-artifact keeps it; `actions/download-artifact`:
 //!     each artefact matching the pattern copied to `<path>/<name>/`, as it downloads them;
@@ -85,7 +86,8 @@ enum Local {
     /// A `run:` script, as written or in place of one (and why).
     Script { script: String, instead: Option<&'static str> },
     Checkout,
-    /// `actions/cache` (`save`: saved at the job's end after a miss) or `actions/cache/restore`.
+    /// `actions/cache` or `actions/cache/restore` (`save` false: GitHub would not save it; here the
+    /// build tree is moved back either way).
     Cache { key: String, save: bool },
     Upload { name: String, paths: Vec<String> },
     Download { pattern: String, path: String },
@@ -291,7 +293,7 @@ struct JobRun<'a> {
     vars: BTreeMap<String, String>,
     artifacts: &'a Path,
     cache_root: &'a Path,
-    /// A cache missed, to be saved at the job's end if it passes: (its directory).
+    /// The cache's directory, where `target/` goes back at the job's end.
     to_save: Option<PathBuf>,
 }
 
@@ -322,17 +324,15 @@ impl JobRun<'_> {
         Ok(())
     }
 
-    fn cache(&mut self, key: &str, save: bool) -> Result<(), String> {
+    fn cache(&mut self, key: &str, _save: bool) -> Result<(), String> {
         let key = expand(key, &self.vars)?;
         let dir = self.cache_root.join(&key);
+        self.to_save = Some(dir.clone());
         if dir.join("target").is_dir() {
             println!("      cache hit: {key}");
-            return copy(&dir.join("target"), &self.ws.join("target"));
+            return std::fs::rename(dir.join("target"), self.ws.join("target")).map_err(|e| format!("{}: {e}", dir.display()));
         }
         println!("      cache miss: {key}");
-        if save {
-            self.to_save = Some(dir);
-        }
         Ok(())
     }
 
@@ -449,12 +449,15 @@ fn run_job(name: &str, job: &Job, entry: &BTreeMap<String, String>, out: &Path, 
             }
         }
     }
-    if let (Some(dir), false) = (&run.to_save, failed) {
-        let tmp = dir.with_extension("saving");
-        let _ = std::fs::remove_dir_all(&tmp);
-        copy(&run.ws.join("target"), &tmp.join("target"))?;
-        std::fs::rename(&tmp, dir)?;
-        println!("      cache saved: {}", dir.display());
+    if let Some(dir) = run.to_save.as_ref().filter(|_| run.ws.join("target").is_dir()) {
+        std::fs::create_dir_all(dir)?;
+        let _ = std::fs::remove_dir_all(dir.join("target"));
+        std::fs::rename(run.ws.join("target"), dir.join("target"))?;
+        println!("      cache kept: {}", dir.display());
+    }
+    // A runner's workspace goes with its VM; here it would hold a clone per job. The step logs stay.
+    if std::env::var_os("FAULTLAB_WORKFLOW_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&run.ws);
     }
     println!("== job {}: {}", run.name, if failed { "FAILED" } else { "passed" });
     Ok(!failed)

@@ -166,10 +166,13 @@ volumePluginDir: $FL_KUBELET_ROOT/volume-plugins
 serializeImagePulls: false
 # containerd's disk is a 1 GiB loop mount: with the default thresholds a nearly full disk evicts
 # every pod at once, and image GC removes the pause image. Keep both out of the faults' way.
+# nodefs is the host's own disk (the kubelet's root directory): an amount, not a share of it, so that a
+# large disk with a few per cent free (here 252 GiB, of which a build tree once left 20 GiB, 8%) does
+# not come near putting every node under DiskPressure.
 evictionHard:
   imagefs.available: "0%"
   imagefs.inodesFree: "0%"
-  nodefs.available: "5%"
+  nodefs.available: "1Gi"
   nodefs.inodesFree: "5%"
   memory.available: "100Mi"
 imageGCHighThresholdPercent: 100
