@@ -47,10 +47,10 @@ FK_FIXED_HOST_PATHS=(/lib/modules /etc/docker/key.json /run/containerd /opt/cont
 
 # ------------------------------------------------------------ packages ----
 # docker.io from bookworm (20.10), kind 0.27.0 from trixie (pinned: only `kind` comes from there).
-# A policy-rc.d keeps the package's init script from starting a system dockerd (default bridge on a
-# private range) while it is installed; it is removed again whatever happens.
+# fl_apt_install's policy-rc.d keeps the package's init script from starting a system dockerd (default
+# bridge on a private range) while it is installed.
 fk_install_packages() {
-  local p missing=() created_policy=0
+  local p missing=()
   fl_ensure_suite trixie kind
   for p in "${FK_PACKAGES[@]}" kind; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -59,17 +59,7 @@ fk_install_packages() {
     [[ " ${missing[*]} " == *" kind "* ]] || missing+=(kind)
   fi
   [ "${#missing[@]}" -gt 0 ] || return 0
-  fl_apt_update_once
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\n# faultlab ci/kind: no service starts while packages install\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 0755 /usr/sbin/policy-rc.d
-    created_policy=1
-  fi
-  log "apt-get install ${missing[*]}"
-  local rc=0
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]/#kind/kind=$FK_KIND_VERSION*}" >/dev/null || rc=$?
-  if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-  [ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed"
+  fl_apt_install "${missing[@]/#kind/kind=$FK_KIND_VERSION*}"
   [ "$(kind version | awk '{print $2}')" = "v$FK_KIND_VERSION" ] || die "kind is not v$FK_KIND_VERSION: $(kind version)"
 }
 

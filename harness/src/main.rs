@@ -187,6 +187,19 @@ struct ProviderOpts {
     /// example one built locally, as air-gapped hosts need).
     #[arg(long, env = "FAULTLAB_KIND_NODE_IMAGE")]
     node_image: Option<String>,
+    /// The kubeconfig file, as kubectl's flag (default: the description's). The nodes are still reached
+    /// as the description says (--description).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context, as kubectl's flag (default: the description's). Another context than
+    /// the description's is a cluster faultlab must be told is yours to break: --allow-existing CONTEXT.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// A kind cluster of yours to run on (`kind get clusters` lists it), used as it is: faultlab creates
+    /// and deletes nothing of it, and refuses the scenarios whose faults need a cluster made for them.
+    /// `--context kind-NAME` says the same.
+    #[arg(long, value_name = "NAME")]
+    cluster: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -471,14 +484,28 @@ fn choose(opts: &ProviderOpts, keep: bool) -> Result<ProviderChoice> {
         Some(a) => a,
         None => Arch::host().context("this host's architecture has no kind node image; pass --arch")?,
     };
+    let target = faultlab::provider::existing::KubeTarget { kubeconfig: opts.kubeconfig.clone(), context: opts.context.clone() };
+    if let Some(k) = target.kubeconfig.as_ref().filter(|k| !k.is_file()) {
+        usage!("--kubeconfig {}: no such file", k.display());
+    }
+    // A kind cluster of the user's: --cluster NAME, or --context kind-NAME.
+    let named = opts.cluster.clone().or_else(|| opts.context.as_deref().and_then(|c| c.strip_prefix("kind-")).map(String::from));
+    let kind = || -> Result<ProviderChoice> {
+        if target.kubeconfig.is_some() || (target.context.is_some() && named.is_none()) {
+            usage!("on kind, faultlab makes the cluster it runs on, or runs on one of yours named by --cluster NAME (or --context kind-NAME), whose kubeconfig kind gives; --kubeconfig and other contexts are for --provider existing");
+        }
+        Ok(ProviderChoice::Kind { arch, keep, node_image: opts.node_image.clone(), cluster: named.clone() })
+    };
     Ok(match opts.provider {
-        ProviderArg::Kind => ProviderChoice::Kind { arch, keep, node_image: opts.node_image.clone() },
-        ProviderArg::Existing => ProviderChoice::Existing { description: opts.description.clone().unwrap_or_else(faultlab::testbed::path) },
+        ProviderArg::Kind => kind()?,
+        ProviderArg::Existing if opts.cluster.is_some() => usage!("--cluster names a kind cluster: --provider kind"),
+        ProviderArg::Existing => ProviderChoice::Existing { description: opts.description.clone().unwrap_or_else(faultlab::testbed::path), target },
+        ProviderArg::Auto if named.is_some() && opts.description.is_none() => kind()?,
         ProviderArg::Auto => match &opts.description {
-            Some(d) => ProviderChoice::Existing { description: d.clone() },
+            Some(d) => ProviderChoice::Existing { description: d.clone(), target },
             None => match suite::detect() {
-                Ok(ProviderChoice::Kind { arch: _, .. }) => ProviderChoice::Kind { arch, keep, node_image: opts.node_image.clone() },
-                Ok(c) => c,
+                Ok(ProviderChoice::Kind { .. }) => kind()?,
+                Ok(ProviderChoice::Existing { description, .. }) => ProviderChoice::Existing { description, target },
                 Err(reason) => bail!("{reason}; pass --provider kind or --provider existing --description FILE"),
             },
         },
@@ -770,14 +797,16 @@ async fn run(cli: Cli) -> Result<()> {
             let mut broken = 0;
             let scenarios = targets(&dir, &target, &mut broken)?;
             let choice = choose(&provider, keep)?;
-            let sharing = matches!(choice, suite::ProviderChoice::Kind { .. }) && !fresh_cluster && scenarios.len() > 1;
+            // A kind cluster of the user's is one place, used by one scenario at a time, never shared out.
+            let users_kind = matches!(choice, suite::ProviderChoice::Kind { cluster: Some(_), .. });
+            let sharing = matches!(choice, suite::ProviderChoice::Kind { .. }) && !users_kind && !fresh_cluster && scenarios.len() > 1;
             // On kind, shared clusters: each scenario with the needs of the cluster its group shares.
             let (scenarios, cluster_needs): (Vec<_>, Vec<Option<faultlab::needs::Needs>>) = match sharing {
                 true => suite::kind_cluster_groups(scenarios).into_iter().map(|(s, n)| (s, Some(n))).unzip(),
                 false => scenarios.into_iter().map(|s| (s, None)).unzip(),
             };
             let places = suite::places(&choice);
-            let jobs = jobs.map(usize::from).unwrap_or_else(|| suite::default_jobs(&places)).min(scenarios.len().max(1));
+            let jobs = if users_kind { 1 } else { jobs.map(usize::from).unwrap_or_else(|| suite::default_jobs(&places)).min(scenarios.len().max(1)) };
             let mut sched = faultlab::schedule::Scheduler::new(places, jobs);
             let claims: Vec<faultlab::schedule::Claim> = scenarios.iter().zip(&cluster_needs).map(|(s, n)| suite::claim(s, &choice, n.as_ref())).collect();
             // Those that must run alone first, while nothing else runs (with one job: as chosen).

@@ -19,8 +19,9 @@ use crate::snapshot::{self, SnapshotResult};
 /// Which provider to use.
 #[derive(Clone, Debug)]
 pub enum ProviderChoice {
-    Kind { arch: Arch, keep: bool, node_image: Option<String> },
-    Existing { description: PathBuf },
+    /// `cluster`: a kind cluster of the user's (`--cluster NAME`), used as it is; else faultlab makes one.
+    Kind { arch: Arch, keep: bool, node_image: Option<String>, cluster: Option<String> },
+    Existing { description: PathBuf, target: crate::provider::existing::KubeTarget },
 }
 
 impl ProviderChoice {
@@ -37,7 +38,7 @@ impl ProviderChoice {
 pub fn detect() -> Result<ProviderChoice, String> {
     let bed = crate::testbed::path();
     if bed.is_file() {
-        return Ok(ProviderChoice::Existing { description: bed });
+        return Ok(ProviderChoice::Existing { description: bed, target: Default::default() });
     }
     let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
     if on_path("kind") && on_path("docker") {
@@ -45,7 +46,7 @@ pub fn detect() -> Result<ProviderChoice, String> {
         if docker_up {
             if let Some(arch) = Arch::host() {
                 let node_image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
-                return Ok(ProviderChoice::Kind { arch, keep: false, node_image });
+                return Ok(ProviderChoice::Kind { arch, keep: false, node_image, cluster: None });
             }
         }
         return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer", bed.display()));
@@ -63,6 +64,19 @@ fn kind_provider_for(scenario: &Loaded, needs: &Needs, arch: Arch, keep: bool, n
     Kind { needs: KindNeeds::of(needs), ..kind_provider(scenario, arch, keep, node_image) }
 }
 
+/// `kind` on the user's own cluster `name` instead of one it makes (`--cluster NAME`): its own run
+/// directory, the cluster's name, nothing created or deleted.
+pub fn on_existing(mut kind: Kind, cluster: Option<&str>) -> Kind {
+    if let Some(name) = cluster {
+        let dir = format!("existing-{name}-{}", crate::names::random_suffix(5));
+        kind.workdir = journal::state_dir().join("kind").join(&dir);
+        kind.logs_dir = journal::state_dir().join("logs").join(&dir);
+        kind.name = name.to_string();
+        kind.existing = true;
+    }
+    kind
+}
+
 /// [`kind_provider`] on another host (a plan's).
 fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>, host: std::sync::Arc<dyn crate::provider::Host>) -> Kind {
     let name = Kind::new_name(scenario.name());
@@ -77,6 +91,7 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
         needs: KindNeeds::of(&scenario.scenario.fault.fault().needs()),
         node_image,
         image_info: Default::default(),
+        existing: false,
         network_gateway: Default::default(),
     }
 }
@@ -168,20 +183,20 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
     let rec = Recorder::default();
     rec.set_phase(Phase::Setup);
     let (node, teardown): (NodeProfile, Option<(Kind, crate::provider::Cluster)>) = match choice {
-        ProviderChoice::Kind { arch, keep, node_image } => {
+        ProviderChoice::Kind { arch, keep, node_image, cluster } => {
             if let Some(reach) = scenario.scenario.fault.fault().host_wide_on_kind() {
                 rec.push(crate::record::Channel::Note, format!("on kind this fault reaches past the node container into the host: {reach}; a run needs --allow-host-wide"));
             }
-            let mut kind = kind_provider_on(scenario, *arch, *keep, node_image.clone(), std::sync::Arc::new(crate::provider::LocalHost));
+            let mut kind = on_existing(kind_provider_on(scenario, *arch, *keep, node_image.clone(), std::sync::Arc::new(crate::provider::LocalHost)), cluster.as_deref());
             kind.host = std::sync::Arc::new(crate::provider::PlannedHost::new(kind.plan_answers()));
             let cluster = kind.provision(&rec).await?;
             rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
             let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
             (node, Some((kind, cluster)))
         }
-        ProviderChoice::Existing { description } => {
+        ProviderChoice::Existing { description, target } => {
             let node = if description.is_file() {
-                let existing = Existing { description: description.clone() };
+                let existing = Existing { description: description.clone(), target: target.clone() };
                 let cluster = existing.provision(&rec).await?;
                 pick_node(&cluster.nodes, None).unwrap_or_else(crate::testbed::placeholder_profile)
             } else {
@@ -332,7 +347,7 @@ pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&
 pub fn places(choice: &ProviderChoice) -> crate::schedule::Places {
     match choice {
         ProviderChoice::Kind { .. } => crate::schedule::Places::Clusters(1),
-        ProviderChoice::Existing { description } => {
+        ProviderChoice::Existing { description, .. } => {
             let nodes = crate::testbed::TestBed::read(description)
                 .map(|bed| bed.nodes.into_iter().map(|n| crate::schedule::NodePlace { registry_address: n.registry.map(|r| r.listen), name: n.name }).collect())
                 .unwrap_or_default();
@@ -419,7 +434,7 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
     match (choice, shared) {
-        (ProviderChoice::Kind { arch, keep, node_image }, Some(pool)) => {
+        (ProviderChoice::Kind { arch, keep, node_image, cluster: None }, Some(pool)) => {
             run_shared(scenario, (*arch, *keep, node_image.clone()), options, rec, pool, report, store).await
         }
         _ => run_fresh(scenario, choice, options, rec, report, store).await,
@@ -485,13 +500,13 @@ async fn provision(provider: &dyn Provider, kind: Option<&KindTeardown>, rec: &R
 async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder, mut report: ScenarioReport, store: snapshot::Store) -> ScenarioReport {
     let provider_started = Instant::now();
     let (provider, kind): (Box<dyn Provider>, Option<KindTeardown>) = match choice {
-        ProviderChoice::Kind { arch, keep, node_image } => {
-            let k = kind_provider(scenario, *arch, *keep, node_image.clone());
+        ProviderChoice::Kind { arch, keep, node_image, cluster } => {
+            let k = on_existing(kind_provider(scenario, *arch, *keep, node_image.clone()), cluster.as_deref());
             let info = KindTeardown { cluster: k.cluster(), logs: k.logs_dir.clone(), keep_note: keep.then(|| k.keep_message()) };
             report.cluster = Some(k.name.clone());
             (Box::new(k), Some(info))
         }
-        ProviderChoice::Existing { description } => (Box::new(Existing { description: description.clone() }), None),
+        ProviderChoice::Existing { description, target } => (Box::new(Existing { description: description.clone(), target: target.clone() }), None),
     };
     let mut interrupts = Interrupts::new();
     let cluster = match provision(provider.as_ref(), kind.as_ref(), &rec, &mut interrupts, report.clone()).await {
@@ -785,7 +800,7 @@ pub async fn node_state_of(node: &NodeProfile, probes: Vec<crate::faults::Probe>
 /// ignored with this reason).
 pub fn require_testbed(what: &str) -> Result<PathBuf, String> {
     match detect() {
-        Ok(ProviderChoice::Existing { description }) => Ok(description),
+        Ok(ProviderChoice::Existing { description, .. }) => Ok(description),
         Ok(ProviderChoice::Kind { .. }) => Err(format!("{what} run on the test bed or an existing cluster; kind is not covered")),
         Err(reason) => Err(reason),
     }
@@ -821,7 +836,7 @@ mod tests {
     }
 
     fn kind() -> ProviderChoice {
-        ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None }
+        ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None, cluster: None }
     }
 
     #[test]
@@ -851,7 +866,7 @@ mod tests {
             assert!(refusal.contains("Pass --allow-host-wide if this host is yours to change"), "names the flag: {refusal}");
             assert_eq!(host_wide_refusal(&s, &kind(), true), None, "{name} runs with --allow-host-wide");
             // On the test bed (an existing cluster's description) nothing changes.
-            let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into() };
+            let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into(), target: Default::default() };
             assert_eq!(host_wide_refusal(&s, &bed, false), None);
         }
     }

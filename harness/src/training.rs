@@ -223,10 +223,10 @@ impl Session {
 /// `faultlab train`: set up, inject, wait for the symptom, record the session, and leave it broken.
 /// Break the cluster for a trainee. `rec` records the run (its phase drives a progress display).
 pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> Result<Session, TrainingError> {
-    let ProviderChoice::Existing { description } = choice else {
+    let ProviderChoice::Existing { description, target } = choice else {
         return Err(TrainingError::KindNotSupported);
     };
-    let provider = Existing { description: description.clone() };
+    let provider = Existing { description: description.clone(), target: target.clone() };
     let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
     check_safety(&cluster, allow_existing)?;
     let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::NoNode { context: cluster.context.clone() })?;

@@ -52,6 +52,12 @@ fn two_for_usage_errors_and_scenarios_that_do_not_exist_or_load() {
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = run(&["frobnicate"]);
     assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = run(&["plan", "pause-missing", "--provider", "existing", "--kubeconfig", "/nonexistent/kubeconfig"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--kubeconfig /nonexistent/kubeconfig: no such file"), "{err}");
+    let (code, _, err) = run(&["plan", "pause-missing", "--provider", "kind", "--context", "staging"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("on kind, faultlab makes the cluster it runs on, or runs on one of yours named by --cluster NAME"), "{err}");
 
     let set = tempfile::tempdir().unwrap();
     let dir = set.path().to_str().unwrap();

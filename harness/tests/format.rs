@@ -70,3 +70,12 @@ fn testbed_description_fixtures() {
     let err = faultlab::testbed::TestBed::read(&dir.join("missing.yaml")).unwrap_err().to_string();
     assert!(err.ends_with("missing.yaml: cannot read: No such file or directory (os error 2)"), "{err}");
 }
+
+/// The README's example of a cluster of one's own over ssh loads as a description.
+#[test]
+fn the_example_cluster_description_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster-over-ssh.yaml");
+    let bed = faultlab::testbed::TestBed::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bed.nodes[0].ssh.as_ref().map(|s| s.destination.as_str()), Some("root@worker-1.lab"));
+    assert_eq!(bed.context, "staging-lab");
+}

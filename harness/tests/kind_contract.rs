@@ -504,6 +504,7 @@ async fn the_provider_contract_through_the_library() {
         needs: KindNeeds { disable_default_cni: true, ..Default::default() },
         node_image: None,
         image_info: Default::default(),
+        existing: false,
         network_gateway: Default::default(),
         host: std::sync::Arc::new(faultlab::provider::LocalHost),
     };
@@ -607,4 +608,39 @@ fn disk_full_is_refused_when_dockers_root_has_no_room() {
     assert!(lines.iter().all(|l| !l.starts_with("kind ")), "kind was never called: {lines:#?}");
     assert_eq!(lines.last().unwrap(), "docker info --format {{.DockerRootDir}}", "{lines:#?}");
     assert!(bed.clusters().is_empty());
+}
+
+/// A kind cluster of the user's (`--cluster NAME`, or `--context kind-NAME`): used as it is. Its
+/// kubeconfig comes from `kind get kubeconfig`, nothing is created or deleted (a failed run only exports
+/// its logs), and a scenario whose fault needs a cluster made for it is refused before anything runs.
+#[test]
+fn a_users_kind_cluster_is_used_as_it_is_never_created_or_deleted() {
+    let bed = Bed::new();
+    bed.seed_cluster("my-dev-cluster", Duration::from_secs(3600));
+    for how in [&["--provider", "kind", "--cluster", "my-dev-cluster"][..], &["--context", "kind-my-dev-cluster"]] {
+        let out = bed.run(&[&["run", "configmap-missing", "--output", "json"][..], how].concat());
+        // The stand-in's API server never answers: the run fails in setup, on the user's cluster.
+        assert_eq!(out.status.code(), Some(1), "{how:?}");
+        let report = json_report(&out);
+        assert_eq!(report["cluster"], "my-dev-cluster", "{how:?}");
+        assert_eq!(report["failed_phase"], "setup");
+        let lines = bed.call_lines();
+        assert!(lines.iter().any(|l| l == "kind get kubeconfig --name my-dev-cluster"), "{lines:#?}");
+        assert!(lines.iter().all(|l| !l.starts_with("kind create") && !l.starts_with("kind delete")), "nothing created or deleted: {lines:#?}");
+        assert_eq!(bed.clusters(), vec!["my-dev-cluster"], "{how:?}");
+    }
+    std::fs::remove_file(bed.state.join("calls.log")).unwrap();
+
+    // cpu-count's fault needs the kubelet made for it: refused, naming why, before any command.
+    let out = bed.run(&["run", "cpu-count", "--provider", "kind", "--cluster", "my-dev-cluster", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = json_report(&out)["error"].as_str().unwrap().to_string();
+    assert!(error.contains("kind cluster my-dev-cluster (yours, --cluster): this scenario's fault needs a cluster made for it"), "{error}");
+    assert!(bed.calls().is_empty(), "nothing ran: {:#?}", bed.call_lines());
+
+    // A cluster kind does not have: said so, with those it has.
+    let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--cluster", "no-such", "--output", "json"]);
+    let error = json_report(&out)["error"].as_str().unwrap().to_string();
+    assert!(error.contains("kind cluster no-such (yours, --cluster): `kind get clusters` does not list it (it lists: my-dev-cluster)"), "{error}");
+    assert_eq!(bed.clusters(), vec!["my-dev-cluster"]);
 }

@@ -30,8 +30,8 @@ fn main() -> ExitCode {
 fn check(loaded: &scenario::Loaded, provider: &str) -> Result<(), Failed> {
     let description = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed/valid.yaml");
     let choice = match provider {
-        "existing" => ProviderChoice::Existing { description },
-        _ => ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None },
+        "existing" => ProviderChoice::Existing { description, target: Default::default() },
+        _ => ProviderChoice::Kind { arch: Arch::Amd64, keep: false, node_image: None, cluster: None },
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let text = rt.block_on(suite::plan(loaded, &choice)).map_err(|e| e.to_string())?;

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
         args.exact = true;
     }
     let choice = match std::env::var("FAULTLAB_PROVIDER").as_deref() {
-        Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false, node_image: std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok() }).ok_or_else(|| "no kind node image for this architecture".to_string()),
+        Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false, node_image: std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok(), cluster: None }).ok_or_else(|| "no kind node image for this architecture".to_string()),
         _ => suite::detect(),
     };
     if let Err(reason) = &choice {
@@ -104,7 +104,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let node = match &choice {
-            ProviderChoice::Existing { description } => {
+            ProviderChoice::Existing { description, .. } => {
                 let bed = faultlab::testbed::TestBed::read(description).map_err(|e| e.to_string())?;
                 match &lease.node {
                     Some(name) => bed.nodes.into_iter().find(|n| &n.name == name),

@@ -79,17 +79,65 @@ EOF
   FL_APT_UPDATED=0
 }
 
-fl_install_packages() {
-  local missing
-  fl_ensure_suite "$FL_GO_SUITE" golang-1.15-go golang-1.15-src
-  missing=$(fl_missing_packages)
-  if [ -n "$missing" ]; then
-    fl_apt_update_once
-    # shellcheck disable=SC2086
-    log "apt-get install" $missing
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# The packages faultlab's set-up installed (those missing before, with the dependencies apt brought
+# in, never one that was there), one per line: what `ci/testbed/down --purge` removes again.
+FL_SETUP_PACKAGES=${FL_SETUP_PACKAGES:-/var/cache/faultlab/setup-packages}
+
+fl_installed_packages() {
+  dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' 2>/dev/null | awk '$1 ~ /^.i/ {print $2}' | LC_ALL=C sort -u
+}
+
+# apt-get install PACKAGE[=VERSION]..., with no service started while they install (the packages of
+# etcd-server, nginx-light, docker-registry and docker.io start theirs: a policy-rc.d that refuses
+# every start, unless the machine has one, removed again whatever happens). What it installed (the
+# packages that were not there before) is added to $FL_SETUP_PACKAGES.
+fl_apt_install() {
+  local created=0 rc=0 before
+  [ "$#" -gt 0 ] || return 0
+  before=$(fl_installed_packages)
+  fl_apt_update_once
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# faultlab: no service starts while faultlab installs packages\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
+    created=1
   fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+  if [ "$created" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+  [ "$rc" = 0 ] || die "apt-get install $* failed"
+  mkdir -p "$(dirname "$FL_SETUP_PACKAGES")"
+  { LC_ALL=C comm -13 <(printf '%s\n' "$before") <(fl_installed_packages); cat "$FL_SETUP_PACKAGES" 2>/dev/null || true; } |
+    sed '/^$/d' | LC_ALL=C sort -u >"$FL_SETUP_PACKAGES.tmp"
+  mv "$FL_SETUP_PACKAGES.tmp" "$FL_SETUP_PACKAGES"
+}
+
+# `ci/testbed/down --purge`: the packages faultlab's set-up installed (nothing else: no autoremove), the apt
+# sources and pins it added (/etc/apt/sources.list.d/faultlab-*.sources,
+# /etc/apt/preferences.d/faultlab-*), and its caches (/var/cache/faultlab: the Kubernetes build, images,
+# VM disks, containerd 2, kind's Docker data root). Run after the test bed and kind are down.
+fl_purge_setup() {
+  local -a pkgs=() installed=()
+  local p
+  if [ -f "$FL_SETUP_PACKAGES" ]; then mapfile -t pkgs <"$FL_SETUP_PACKAGES"; fi
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && installed+=("$p")
+  done
+  if [ "${#installed[@]}" -gt 0 ]; then
+    log "apt-get purge ${installed[*]} (installed by faultlab's set-up)"
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${installed[@]}" >/dev/null
+  fi
+  local added=("${FL_APT_SOURCES_DIR:-/etc/apt/sources.list.d}"/faultlab-*.sources "${FL_APT_PREFS_DIR:-/etc/apt/preferences.d}"/faultlab-*)
+  for p in "${added[@]}"; do
+    if [ -e "$p" ]; then log "removing $p"; rm -f "$p"; fi
+  done
+  if [ -d "$FL_CACHE" ]; then log "removing $FL_CACHE"; rm -rf "$FL_CACHE"; fi
+}
+
+fl_install_packages() {
+  local -a missing=()
+  fl_ensure_suite "$FL_GO_SUITE" golang-1.15-go golang-1.15-src
+  mapfile -t missing < <(fl_missing_packages | sed '/^$/d')
+  fl_apt_install "${missing[@]}"
 }
 
 # ------------------------------------------------------- containerd 2 -----

@@ -136,9 +136,8 @@ fl_vm_install_host_packages() {
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     [ "${#missing[@]}" -gt 0 ] || break
-    fl_apt_update_once
-    log "apt-get install ${missing[*]} (pass $pass)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    log "pass $pass"
+    fl_apt_install "${missing[@]}"
   done
   local -a tools=(qemu-img "$FL_VM_QEMU" mmdebstrap cpio ssh "$FL_VM_STRIP")
   [ "$FL_NODE_ARCH" != arm64 ] || tools+=(aarch64-linux-gnu-gcc)

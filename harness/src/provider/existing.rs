@@ -20,6 +20,30 @@ pub const PLATFORM_PREFIX: &str = "k8s";
 
 pub struct Existing {
     pub description: PathBuf,
+    /// `--kubeconfig` and `--context`, over the description's own.
+    pub target: KubeTarget,
+}
+
+/// Which API server, as kubectl's `--kubeconfig` and `--context` say it. Either replaces what the
+/// description names; a context other than the described one is a cluster faultlab was not told is
+/// its to break (`--allow-existing CONTEXT` says so).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeTarget {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+impl KubeTarget {
+    /// The kubeconfig and context to use, from `bed`'s and these, and how they were chosen.
+    pub fn over(&self, bed: &TestBed) -> (PathBuf, String, Ownership) {
+        let kubeconfig = self.kubeconfig.clone().unwrap_or_else(|| bed.kubeconfig.clone());
+        let context = self.context.clone().unwrap_or_else(|| bed.context.clone());
+        let ownership = match bed.kind {
+            TestBedKind::TestBed if context == bed.context => Ownership::TestBed,
+            TestBedKind::TestBed | TestBedKind::Cluster => Ownership::Foreign,
+        };
+        (kubeconfig, context, ownership)
+    }
 }
 
 impl Existing {
@@ -31,7 +55,7 @@ impl Existing {
                 reason: format!("no test-bed description at {} (run ci/testbed/up, or set FAULTLAB_TESTBED)", path.display()),
             });
         }
-        Ok(Existing { description: path })
+        Ok(Existing { description: path, target: KubeTarget::default() })
     }
 
     pub fn read(&self) -> Result<TestBed, ProviderError> {
@@ -47,17 +71,10 @@ impl Provider for Existing {
 
     async fn provision(&self, rec: &Recorder) -> Result<Cluster, ProviderError> {
         let bed = self.read()?;
-        rec.push(Channel::Note, format!("use context {} of {} ({})", bed.context, bed.kubeconfig.display(), self.description.display()));
-        Ok(Cluster {
-            kubeconfig: bed.kubeconfig.clone(),
-            context: bed.context.clone(),
-            platform: bed.platform.clone(),
-            ownership: match bed.kind {
-                TestBedKind::TestBed => Ownership::TestBed,
-                TestBedKind::Cluster => Ownership::Foreign,
-            },
-            nodes: bed.nodes,
-        })
+        let (kubeconfig, context, ownership) = self.target.over(&bed);
+        let given = if self.target == KubeTarget::default() { String::new() } else { ", as --kubeconfig/--context say".to_string() };
+        rec.push(Channel::Note, format!("use context {context} of {} (nodes from {}{given})", kubeconfig.display(), self.description.display()));
+        Ok(Cluster { kubeconfig, context, platform: bed.platform.clone(), ownership, nodes: bed.nodes })
     }
 
     async fn nodes(&self, cluster: &Cluster, _rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError> {
@@ -122,6 +139,29 @@ mod tests {
     use http::{Request, Response};
     use kube::client::Body;
     use serde_json::{json, Value};
+
+    fn bed(kind: TestBedKind) -> TestBed {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed/valid.yaml");
+        let mut bed = TestBed::read(&path).unwrap();
+        bed.kind = kind;
+        bed
+    }
+
+    /// --kubeconfig and --context replace the description's; the test bed stays the test bed only in
+    /// its own context.
+    #[test]
+    fn kubeconfig_and_context_over_the_description() {
+        let tb = bed(TestBedKind::TestBed);
+        let none = KubeTarget::default();
+        assert_eq!(none.over(&tb), (tb.kubeconfig.clone(), tb.context.clone(), Ownership::TestBed));
+        let file = KubeTarget { kubeconfig: Some("/home/me/.kube/testbed".into()), context: None };
+        assert_eq!(file.over(&tb), (PathBuf::from("/home/me/.kube/testbed"), tb.context.clone(), Ownership::TestBed), "the same context through another file");
+        let same = KubeTarget { kubeconfig: None, context: Some(tb.context.clone()) };
+        assert_eq!(same.over(&tb).2, Ownership::TestBed);
+        let other = KubeTarget { kubeconfig: None, context: Some("staging".into()) };
+        assert_eq!(other.over(&tb), (tb.kubeconfig.clone(), "staging".to_string(), Ownership::Foreign), "another context is not the test bed");
+        assert_eq!(none.over(&bed(TestBedKind::Cluster)).2, Ownership::Foreign, "a described cluster of one's own");
+    }
 
     fn node_json(name: &str, runtime: &str, arch: &str) -> Value {
         json!({"metadata": {"name": name}, "status": {"nodeInfo": {"kubeletVersion": "v1.20.2", "containerRuntimeVersion": runtime, "architecture": arch,

@@ -274,6 +274,8 @@ pub struct Kind {
     pub network_gateway: std::sync::OnceLock<String>,
     /// Where kind and docker run: this machine, or a plan's scripted host.
     pub host: std::sync::Arc<dyn Host>,
+    /// A cluster of the user's (`--cluster NAME`): used as it is, neither created nor deleted.
+    pub existing: bool,
 }
 
 /// What a node image says of itself in its labels: the images it holds by role (`dev.faultlab.image.<role>`,
@@ -459,7 +461,10 @@ impl Kind {
             context: self.context(),
             platform: String::new(),
             nodes: vec![],
-            ownership: Ownership::Created { kind_cluster: self.name.clone() },
+            ownership: match self.existing {
+                true => Ownership::Named { kind_cluster: self.name.clone() },
+                false => Ownership::Created { kind_cluster: self.name.clone() },
+            },
         }
     }
 
@@ -608,6 +613,11 @@ impl Kind {
     /// present locally (kind pulls it), or has no labels of ours, kindest/node's defaults stand.
     async fn read_image_labels(&self, rec: &Recorder) -> Result<(), ProviderError> {
         let image = self.image()?;
+        self.read_labels_of(&image, rec).await
+    }
+
+    async fn read_labels_of(&self, image: &str, rec: &Recorder) -> Result<(), ProviderError> {
+        let image = image.to_string();
         match self.host.run(rec, inspect_labels_argv(&image), Duration::from_secs(30)).await {
             Ok(out) => {
                 let info = NodeImage::from_labels_json(&image, &out.stdout)?;
@@ -621,6 +631,36 @@ impl Kind {
             Err(e) => rec.push(Channel::Note, format!("node image {image} is not present locally ({}); kind pulls it, and faultlab assumes kindest/node", e.to_string().lines().next().unwrap_or_default())),
         }
         Ok(())
+    }
+
+    /// A kind cluster of the user's (`--cluster NAME`): it must be there; its kubeconfig (`kind get
+    /// kubeconfig`) goes into the run's directory, the node image's labels are read from its nodes'
+    /// image, the workload images it lacks are loaded. A scenario whose fault needs the cluster made
+    /// for it (containerd or kubelet settings beyond the registry hosts directory, a CNI of its own, a
+    /// disk) is refused: faultlab changes nothing of how a cluster of yours was made.
+    async fn provision_existing(&self, rec: &Recorder) -> Result<Cluster, ProviderError> {
+        let refuse = |why: String| ProviderError::Existing { name: self.name.clone(), why };
+        let common = KindNeeds::of(&crate::needs::Needs::default());
+        if (KindNeeds { host_disk_mib: 0, ..self.needs.clone() }) != (KindNeeds { host_disk_mib: 0, ..common }) {
+            return Err(refuse("this scenario's fault needs a cluster made for it (containerd or kubelet settings, a CNI of its own, or a disk of containerd's own), and faultlab changes nothing of how a cluster of yours was made: run it without --cluster, on a cluster faultlab makes".into()));
+        }
+        let listed = self.host.run(rec, vec!["kind".into(), "get".into(), "clusters".into()], Duration::from_secs(60)).await.map_err(|source| ProviderError::ListClusters { source })?;
+        if !listed.stdout.lines().any(|l| l.trim() == self.name) {
+            let known: Vec<&str> = listed.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            return Err(refuse(format!("`kind get clusters` does not list it (it lists: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+        }
+        let argv = vec!["kind".into(), "get".into(), "kubeconfig".into(), "--name".into(), self.name.clone()];
+        let kubeconfig = self.host.run(rec, argv, Duration::from_secs(60)).await.map_err(|e| refuse(format!("reading its kubeconfig: {e}")))?;
+        self.host.write(&self.kubeconfig(), &kubeconfig.stdout)?;
+        let control_plane = format!("{}-control-plane", self.name);
+        let argv = vec!["docker".into(), "inspect".into(), "--format".into(), "{{.Config.Image}}".into(), control_plane.clone()];
+        let image = self.host.run(rec, argv, Duration::from_secs(30)).await.map_err(|e| refuse(format!("reading the image of its node {control_plane}: {e}")))?;
+        self.read_labels_of(image.stdout.trim(), rec).await?;
+        let mut cluster = self.cluster();
+        cluster.nodes = self.nodes(&cluster, rec).await?;
+        let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        self.load_images(&names, rec).await?;
+        Ok(cluster)
     }
 
     fn require(&self, program: &str, what: &'static str, hint: &'static str) -> Result<(), ProviderError> {
@@ -644,6 +684,9 @@ impl Kind {
             ("{{.Id}}", missing),
             ("images ls -q", cmd::Output::ok("registry.k8s.io/pause:3.10\n")),
             ("docker network inspect", cmd::Output::ok("<kind-network-gateway>\n")),
+            // A cluster of the user's (--cluster): there, and running the image its nodes run.
+            ("kind get clusters", cmd::Output::ok(format!("{}\n", self.name))),
+            ("{{.Config.Image}}", cmd::Output::ok("<its node image>\n")),
         ]
     }
 
@@ -773,6 +816,9 @@ impl Provider for Kind {
     async fn provision(&self, rec: &Recorder) -> Result<Cluster, ProviderError> {
         self.require("kind", "kind", "install kind v0.27.0 (https://kind.sigs.k8s.io) or use --provider existing")?;
         self.require("docker", "docker", "kind needs Docker")?;
+        if self.existing {
+            return self.provision_existing(rec).await;
+        }
         if let Err(e) = self.arch.check_runnable() {
             self.host.refuse(rec, e)?;
         }
@@ -894,6 +940,11 @@ impl Provider for Kind {
     }
 
     async fn release(&self, _cluster: &Cluster, rec: &Recorder) -> Result<(), ProviderError> {
+        if self.existing {
+            rec.push(Channel::Note, format!("kind cluster {} is yours (--cluster): left as it is", self.name));
+            self.host.remove_dir_all(&self.workdir);
+            return Ok(());
+        }
         if self.keep {
             rec.push(Channel::Note, self.keep_message());
             return Ok(());
@@ -1089,6 +1140,7 @@ mod tests {
             needs,
             node_image: None,
             image_info: Default::default(),
+            existing: false,
             network_gateway: Default::default(),
             host: std::sync::Arc::new(crate::provider::LocalHost),
         }

@@ -52,6 +52,8 @@ pub enum ProviderError {
         #[source]
         source: CmdError,
     },
+    #[error("kind cluster {name} (yours, --cluster): {why}")]
+    Existing { name: String, why: String },
     #[error("cluster {name} has no node labelled {label}")]
     NoNodes { name: String, label: String },
     #[error("exporting logs of {name} failed: {source}")]
@@ -125,6 +127,9 @@ pub enum Ownership {
     TestBed,
     /// A cluster faultlab did not create; allowed only by `--allow-existing <context>`.
     Foreign,
+    /// A kind cluster of the user's, named on the command line (`--cluster NAME`, `--context
+    /// kind-NAME`): faults go into it, faultlab creates and deletes nothing of it.
+    Named { kind_cluster: String },
 }
 
 /// A cluster to run on.
@@ -178,11 +183,21 @@ impl Host for LocalHost {
         kind::free_mib(path).map(Some)
     }
 
+    /// The file readable by its owner only (a kubeconfig holds a client key), its directories too.
     fn write(&self, path: &Path, contents: &str) -> Result<(), ProviderError> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| ProviderError::Write { path: dir.to_owned(), source })?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|source| ProviderError::Write { path: dir.to_owned(), source })?;
         }
-        std::fs::write(path, contents).map_err(|source| ProviderError::Write { path: path.to_owned(), source })
+        let _ = std::fs::remove_file(path);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| f.write_all(contents.as_bytes()))
+            .map_err(|source| ProviderError::Write { path: path.to_owned(), source })
     }
 
     fn remove_dir_all(&self, path: &Path) {
@@ -287,7 +302,7 @@ pub fn check_safety(cluster: &Cluster, allow_existing: Option<&str>) -> Result<(
         return Err(SafetyError::Production { context });
     }
     match (&cluster.ownership, allow_existing) {
-        (Ownership::Created { .. }, _) | (Ownership::TestBed, _) => Ok(()),
+        (Ownership::Created { .. }, _) | (Ownership::TestBed, _) | (Ownership::Named { .. }, _) => Ok(()),
         (Ownership::Foreign, Some(allowed)) if allowed == context => Ok(()),
         (Ownership::Foreign, Some(allowed)) => Err(SafetyError::WrongContext { allowed: allowed.into(), context }),
         (Ownership::Foreign, None) => Err(SafetyError::NotOurs { context }),
