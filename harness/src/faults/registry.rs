@@ -286,6 +286,12 @@ impl Registry {
              \x20   fastcgi_temp_path {tmp}/fastcgi;\n\
              \x20   uwsgi_temp_path {tmp}/uwsgi;\n\
              \x20   scgi_temp_path {tmp}/scgi;\n\
+             \x20   # Nothing through a temporary file: nginx's workers run as an unprivileged user, who\n\
+             \x20   # may not reach the run's directory (a state directory under a home of mode 0700 or\n\
+             \x20   # 0750, as a CI runner's), and a push through them failed 500 on its first layer.\n\
+             \x20   proxy_http_version 1.1;\n\
+             \x20   proxy_request_buffering off;\n\
+             \x20   proxy_max_temp_file_size 0;\n\
              \x20   server {{\n\
              \x20       listen {front} ssl;\n\
              \x20       ssl_certificate {crt};\n\
