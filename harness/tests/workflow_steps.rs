@@ -27,7 +27,8 @@
 //!   workflow's `sudo --preserve-env` passes on. `FAULTLAB_WORKFLOW_FIRST_RUN=PLATFORM` removes that
 //!   platform's reviewed snapshots from each clone: the run is then a first run on a platform with
 //!   none, and its pending snapshots, uploaded, are compared with the reviewed ones here.
-//!   Steps run as root here (a runner runs them as `runner`, with `sudo` for the steps that ask).
+//!   Steps run as root here (a runner runs them as `runner`, with `sudo` for the steps that ask), in
+//!   workspaces under a directory of mode 0750, as a runner's home is.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -510,6 +511,11 @@ fn run_here(out: PathBuf) -> Result<(), Failed> {
     if out.exists() {
         std::fs::remove_dir_all(&out)?;
     }
+    // The jobs' workspaces lie under a directory others cannot enter, as a runner's do under its home
+    // (mode 0750 on Ubuntu since 21.04): what faultlab starts as another user (nginx's workers) must
+    // not need to reach into them.
+    std::fs::create_dir_all(&out)?;
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o750))?;
     let mut failed = Vec::new();
     let kind = wf.jobs.get("kind").ok_or("no kind job")?;
     for entry in kind_matrix(kind, arch)? {
