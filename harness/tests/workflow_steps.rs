@@ -338,7 +338,9 @@ impl JobRun<'_> {
     }
 
     fn upload(&self, name: &str, paths: &[String]) -> Result<(), String> {
-        let dest = self.artifacts.join(name);
+        let name = expand(name, &self.vars)?;
+        let paths: Vec<String> = paths.iter().map(|p| expand(p, &self.vars)).collect::<Result<_, _>>()?;
+        let dest = self.artifacts.join(&name);
         if dest.exists() {
             return Err(format!("an artefact named {name} was already uploaded (upload-artifact v4 refuses a second)"));
         }
@@ -348,7 +350,7 @@ impl JobRun<'_> {
             root.pop();
         }
         let mut count = 0;
-        for pattern in paths {
+        for pattern in &paths {
             let listed = Command::new("bash")
                 .args(["-c", "shopt -s globstar nullglob dotglob; for f in $1; do printf '%s\\0' \"$f\"; done", "bash", pattern.trim_end_matches('/')])
                 .current_dir(&self.ws)
@@ -356,6 +358,11 @@ impl JobRun<'_> {
                 .map_err(|e| e.to_string())?;
             for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
                 let file = PathBuf::from(String::from_utf8_lossy(file).into_owned());
+                // A path without a wildcard that is not there: nothing to upload (the workflow's
+                // uploads all say `if-no-files-found: ignore`).
+                if std::fs::symlink_metadata(self.ws.join(&file)).is_err() {
+                    continue;
+                }
                 let rel = file.strip_prefix(&root).map_err(|_| format!("{} lies outside {}", file.display(), root.display()))?;
                 copy(&self.ws.join(&file), &dest.join(rel))?;
                 count += 1;
@@ -366,6 +373,8 @@ impl JobRun<'_> {
     }
 
     fn download(&self, pattern: &str, path: &str) -> Result<(), String> {
+        let (pattern, path) = (expand(pattern, &self.vars)?, expand(path, &self.vars)?);
+        let (pattern, path) = (pattern.as_str(), path.as_str());
         let mut names: Vec<String> = std::fs::read_dir(self.artifacts)
             .map_err(|e| format!("{}: {e}", self.artifacts.display()))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
