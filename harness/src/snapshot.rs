@@ -741,6 +741,11 @@ impl Pending {
                     out.push('\n');
                 }
             }
+            // Another machine's first run on a platform this set has reviewed since (a CI artefact).
+            Some(stored) if *stored == change.new => {
+                out.push_str(&paint("1", format!("{} on {}: the same as the reviewed snapshot ({} event(s)); accepting it changes nothing", self.name, self.platform, stored.len())));
+                out.push_str(&format!("\n  = {}\n  = {}\n", self.snap.display(), self.new.display()));
+            }
             Some(stored) => {
                 let (missing, unexpected) = difference(stored, &change.new);
                 out.push_str(&paint("1", format!("{} on {}: differs from the reviewed snapshot", self.name, self.platform)));
@@ -1299,10 +1304,13 @@ mod tests {
         assert!(out.contains(&format!("accepted: {}", s.path(KIND, "web").display())), "{out}");
         assert_eq!(files(&s.dir), [format!("{KIND}/web.snap")]);
         assert_eq!(files(&from).len(), 2, "nothing deleted from it");
-        // Reviewed again, the accepted one is a difference of nothing.
+        // Reviewed again, the accepted one is the same as the reviewed snapshot, and said so (as a
+        // CI artefact's first-run snapshots are once this set has reviewed the platform).
         let mut out = Vec::new();
         list_pending(&s, Some(&from), &mut out, false).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains(&format!("web on {KIND}: differs from the reviewed snapshot")));
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&format!("web on {KIND}: the same as the reviewed snapshot (1 event(s)); accepting it changes nothing")), "{out}");
+        assert!(!out.contains(&format!("web on {KIND}: differs")), "{out}");
         // An empty directory waits for nothing.
         let empty = tmp.path().join("empty");
         std::fs::create_dir(&empty).unwrap();
