@@ -96,9 +96,11 @@ fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The user who ran sudo (`SUDO_UID`), else the effective user.
-fn invoking_uid() -> u32 {
-    std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok()).unwrap_or_else(effective_uid)
+/// The user who invoked faultlab: the one who ran sudo (`SUDO_UID`), else the real user. Files read
+/// back as root are trusted when they are root's or this user's (here and in the snapshot store).
+pub fn invoking_uid() -> u32 {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok()).unwrap_or_else(|| unsafe { libc::getuid() })
 }
 
 /// May a process of effective user `euid`, invoked by `invoking`, use files owned by `owner`?

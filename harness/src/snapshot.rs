@@ -552,7 +552,7 @@ pub const MAX_SNAPSHOT_BYTES: u64 = 1 << 20;
 /// [`MAX_SNAPSHOT_BYTES`] of UTF-8; and when faultlab runs as root, owned by root or by the user who
 /// invoked it (`SUDO_UID`, else the real user), so that a file another local user planted is not taken.
 pub fn read_back(path: &Path) -> Result<String, SnapshotError> {
-    let invoking = std::env::var("SUDO_UID").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| unsafe { libc::getuid() });
+    let invoking = crate::home::invoking_uid();
     read_back_as(path, unsafe { libc::geteuid() }, invoking)
 }
 
