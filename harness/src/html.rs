@@ -62,6 +62,7 @@ pub fn suite_page(report: &SuiteReport, title: &str) -> String {
         passed: count(Status::Passed),
         failed: count(Status::Failed),
         ignored: count(Status::Ignored),
+        refused: count(Status::Refused),
         new_snapshots: report.new_snapshots().len(),
         phases: Phase::ALL.iter().map(|p| p.as_str()).collect(),
         runs,
@@ -79,6 +80,7 @@ struct Page<'a> {
     passed: usize,
     failed: usize,
     ignored: usize,
+    refused: usize,
     /// How many scenarios had no reviewed snapshot on their platform.
     new_snapshots: usize,
     phases: Vec<&'static str>,
@@ -154,6 +156,7 @@ fn status(s: Status) -> &'static str {
         Status::Passed => "passed",
         Status::Failed => "failed",
         Status::Ignored => "ignored",
+        Status::Refused => "refused",
     }
 }
 
@@ -900,6 +903,20 @@ mod tests {
 
         let ignored = ScenarioReport::ignored("disk-full", "no cluster configured");
         SuiteReport::new(95.25, vec![passed, failed, ignored])
+    }
+
+    #[test]
+    fn a_refused_run_is_counted_and_says_why() {
+        let mut report = suite();
+        report.scenarios[2].status = Status::Refused;
+        report.scenarios[2].error = Some("refusing to run disk-full on kind: <the host's disk>".into());
+        let page = suite_page(&report, "t");
+        assert!(page.contains(r#"<span class="status refused" title="not run: this platform cannot or may not run them">1 refused</span>"#), "{page}");
+        assert!(page.contains(r#"data-scenario="disk-full" data-status="refused""#), "{page}");
+        assert!(page.contains("<h3>Refused</h3>"), "{page}");
+        assert!(page.contains("refusing to run disk-full on kind: &#60;the host&#39;s disk&#62;") || page.contains("refusing to run disk-full on kind: &lt;the host&#39;s disk&gt;") || page.contains("&lt;the host&#x27;s disk&gt;"), "escaped: {page}");
+        assert!(!page.contains("The events were not compared"), "{page}");
+        assert!(!suite_page(&suite(), "t").contains("<span class=\"status refused\""), "no refused run, no count");
     }
 
     #[test]

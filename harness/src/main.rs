@@ -20,7 +20,7 @@ mod status {
     /// A bad flag or argument; a scenario that does not exist or does not load; an empty scenario set.
     pub const USAGE: u8 = 2;
     /// The environment: no cluster, a missing tool, a file that cannot be read or written, a cluster
-    /// that answers with an error.
+    /// that answers with an error; a scenario the platform refused (and none failed).
     pub const ENVIRONMENT: u8 = 3;
     /// Interrupted by SIGINT (after undoing what the run did); SIGTERM gives 143.
     pub const SIGINT: u8 = 130;
@@ -926,6 +926,11 @@ async fn run(cli: Cli) -> Result<()> {
                 None if broken > 0 => {
                     eprintln!("error: {broken} scenario file(s) of {} are broken (above) and were not run", dir.display());
                     exit_verdict(status::USAGE)
+                }
+                None if !suite.refused().is_empty() => {
+                    let names: Vec<&str> = suite.refused().iter().map(|r| r.scenario.as_str()).collect();
+                    eprintln!("error: {} scenario(s) refused on this platform and not run (the reasons are above): {}", names.len(), names.join(", "));
+                    exit_verdict(status::ENVIRONMENT)
                 }
                 None => exit_verdict(0),
             }

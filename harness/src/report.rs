@@ -16,6 +16,10 @@ pub enum Status {
     Passed,
     Failed,
     Ignored,
+    /// Not run: this platform cannot or may not run it (another architecture, a fault that reaches past
+    /// a kind node, a cluster of the user's that the fault would have to remake, a context faultlab does
+    /// not own). `error` says why; `faultlab run` exits 3 (environment) when nothing failed.
+    Refused,
 }
 
 /// One scenario's run.
@@ -102,6 +106,7 @@ impl ScenarioReport {
             Status::Passed => "PASS",
             Status::Failed => "FAIL",
             Status::Ignored => "IGNORED",
+            Status::Refused => "REFUSED",
         };
         let snapshot = self.snapshot.status().map_or("-", SnapshotStatus::as_str);
         let mut line = format!("{status} {} [{}] {} snapshot={snapshot}", self.scenario, self.platform, phases.join(" "));
@@ -131,18 +136,20 @@ impl ScenarioReport {
 }
 
 /// The version of the JSON report's layout ([`SuiteReport::schema_version`]): raised when a field
-/// changes meaning or goes; new fields do not raise it.
-pub const SCHEMA_VERSION: u32 = 1;
+/// changes meaning or goes, or a field gains a value; new fields do not raise it. 2: `status` gained
+/// `refused` (such scenarios were `failed` in 1).
+pub const SCHEMA_VERSION: u32 = 2;
 
-fn schema_version() -> u32 {
-    SCHEMA_VERSION
+/// Reports from before `schemaVersion` was written are version 1.
+fn unversioned() -> u32 {
+    1
 }
 
 /// A whole invocation (`faultlab run --output json`; its JSON Schema: `faultlab schema --report`).
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SuiteReport {
     /// The report's layout version ([`SCHEMA_VERSION`]); reports from before it had none.
-    #[serde(rename = "schemaVersion", default = "schema_version")]
+    #[serde(rename = "schemaVersion", default = "unversioned")]
     pub schema_version: u32,
     pub wall_seconds: f64,
     pub scenarios: Vec<ScenarioReport>,
@@ -155,6 +162,11 @@ impl SuiteReport {
 
     pub fn passed(&self) -> bool {
         self.scenarios.iter().all(|s| s.status != Status::Failed)
+    }
+
+    /// The scenarios this platform refused to run ([`Status::Refused`]).
+    pub fn refused(&self) -> Vec<&ScenarioReport> {
+        self.scenarios.iter().filter(|s| s.status == Status::Refused).collect()
     }
 
     /// The scenarios whose snapshot is `new`: no reviewed snapshot on their platform yet.
@@ -178,7 +190,7 @@ impl SuiteReport {
         for s in &self.scenarios {
             let status = match s.status {
                 Status::Passed => TestCaseStatus::success(),
-                Status::Ignored => {
+                Status::Ignored | Status::Refused => {
                     let mut st = TestCaseStatus::skipped();
                     if let TestCaseStatus::Skipped { message, .. } = &mut st {
                         *message = s.error.clone().map(Into::into);
@@ -232,6 +244,24 @@ mod tests {
         assert!(suite.passed());
         let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
         assert_eq!(json["scenarios"][0]["timings"]["symptom"], 4.0);
+    }
+
+    /// A scenario the platform refused: not a failure (the suite passed nothing wrong), but listed as
+    /// refused; JUnit skips it with the reason, the line says REFUSED.
+    #[test]
+    fn a_refused_scenario_is_neither_passed_nor_failed() {
+        let mut r = ScenarioReport::ignored("inotify-limit", "refusing to run inotify-limit on kind: it reaches the host");
+        r.status = Status::Refused;
+        r.failed_phase = Some(Phase::Setup);
+        let suite = SuiteReport::new(1.0, vec![r.clone()]);
+        assert!(suite.passed(), "nothing failed");
+        assert_eq!(suite.refused().len(), 1);
+        assert!(r.line().starts_with("REFUSED inotify-limit"), "{}", r.line());
+        assert!(r.line().contains("error in setup: refusing to run inotify-limit on kind"), "{}", r.line());
+        let xml = suite.junit();
+        assert!(xml.contains("<skipped message=\"refusing to run inotify-limit on kind: it reaches the host\""), "{xml}");
+        let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
+        assert_eq!(json["scenarios"][0]["status"], "refused");
     }
 
     #[test]

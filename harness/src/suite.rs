@@ -414,6 +414,41 @@ fn failed(mut r: ScenarioReport, phase: Phase, e: String) -> ScenarioReport {
     r
 }
 
+/// Not run: this platform cannot or may not run it ([`Status::Refused`]).
+fn refused(mut r: ScenarioReport, phase: Phase, why: String) -> ScenarioReport {
+    r.status = Status::Refused;
+    r.failed_phase = Some(phase);
+    r.error = Some(why);
+    r.snapshot = SnapshotResult::Skipped("the platform refused the run".into());
+    r
+}
+
+/// Why a run ended before its scenario started: a step failed, or the platform refused it.
+struct Stopped {
+    message: String,
+    refused: bool,
+}
+
+impl From<String> for Stopped {
+    fn from(message: String) -> Self {
+        Stopped { message, refused: false }
+    }
+}
+
+impl Stopped {
+    fn refusal(message: String) -> Self {
+        Stopped { message, refused: true }
+    }
+
+    fn report(self, r: ScenarioReport, phase: Phase) -> ScenarioReport {
+        if self.refused {
+            refused(r, phase, self.message)
+        } else {
+            failed(r, phase, self.message)
+        }
+    }
+}
+
 /// Run one scenario end to end and report it, on a cluster of its own (kind) or the existing one.
 pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder) -> ScenarioReport {
     run_with(scenario, choice, options, rec, None).await
@@ -426,7 +461,7 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
     report.status = Status::Failed;
     report.error = None;
     if let Some(refusal) = host_wide_refusal(scenario, choice, options.allow_host_wide) {
-        return failed(report, Phase::Setup, refusal);
+        return refused(report, Phase::Setup, refusal);
     }
     // Where the snapshots are, settled before anything is created.
     let store = match snapshot::Store::for_scenario(&scenario.path, options.expectations.as_deref()) {
@@ -449,17 +484,17 @@ struct Ready {
 }
 
 /// Check that faults may go into the cluster, connect, ask the platform and pick the node.
-async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, options: &RunOptions, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), String> {
-    check_safety(cluster, options.allow_existing.as_deref()).map_err(|e| e.to_string())?;
+async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, options: &RunOptions, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), Stopped> {
+    check_safety(cluster, options.allow_existing.as_deref()).map_err(|e| Stopped::refusal(e.to_string()))?;
     let client = tokio::select! {
         c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string())?,
-        name = interrupts.recv() => return Err(format!("interrupted by {name} while connecting to the cluster")),
+        name = interrupts.recv() => return Err(format!("interrupted by {name} while connecting to the cluster").into()),
     };
     // The platform names the snapshot directory: kind's comes from what the nodes report.
     let kube = crate::kube_ops::Kube::new(client.clone(), rec.clone());
     let platform = tokio::select! {
         p = provider.platform(cluster, &kube) => p.map_err(|e| e.to_string())?,
-        name = interrupts.recv() => return Err(format!("interrupted by {name} while asking the nodes for the platform")),
+        name = interrupts.recv() => return Err(format!("interrupted by {name} while asking the nodes for the platform").into()),
     };
     let node = match &options.node {
         Some(name) => pick_node(&cluster.nodes, Some(name)).ok_or_else(|| format!("cluster of context {} has no node {name} (its nodes: {})", cluster.context, cluster.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")))?,
@@ -472,14 +507,14 @@ async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, op
 /// interrupted, what kind made so far deleted.
 async fn provision(provider: &dyn Provider, kind: Option<&KindTeardown>, rec: &Recorder, interrupts: &mut Interrupts, report: ScenarioReport) -> Result<crate::provider::Cluster, ScenarioReport> {
     let created = tokio::select! {
-        c = provider.provision(rec) => c.map_err(|e| (e.to_string(), false)),
-        name = interrupts.recv() => Err((format!("interrupted by {name} while creating the cluster"), true)),
+        c = provider.provision(rec) => c.map_err(|e| (Stopped { refused: e.is_refusal(), message: e.to_string() }, false)),
+        name = interrupts.recv() => Err((Stopped::from(format!("interrupted by {name} while creating the cluster")), true)),
     };
     let (e, interrupted) = match created {
         Ok(c) => return Ok(c),
         Err(e) => e,
     };
-    let mut r = failed(report, Phase::Setup, e);
+    let mut r = e.report(report, Phase::Setup);
     if let Some(k) = kind {
         if k.logs.is_dir() {
             r.logs = Some(k.logs.display().to_string());
@@ -522,7 +557,7 @@ async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOpti
             report.platform = platform;
             execute_on(scenario, ready, options, &rec, report, &store).await
         }
-        Err(e) => failed(report, Phase::Setup, e),
+        Err(e) => e.report(report, Phase::Setup),
     };
     if let Some(k) = &kind {
         // Logs of failed runs; an interrupted run only tears down.
@@ -617,7 +652,7 @@ async fn run_shared(
             report.platform = platform;
             execute_on(scenario, ready, options, &rec, report, &store).await
         }
-        Err(e) => failed(report, Phase::Setup, e),
+        Err(e) => e.report(report, Phase::Setup),
     };
     let mut shared = shared;
     shared.ran.push(scenario.name().to_string());

@@ -75,6 +75,14 @@ fn three_for_the_environment() {
     let (code, _, err) = run(&["report", "--html", "/nonexistent/out", "/nonexistent/suite.json"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.starts_with("error: reading /nonexistent/suite.json"), "{err}");
+    // A scenario the platform refuses: a fault that reaches past a kind node into the host, refused
+    // before anything runs. Reported `refused`, and the run exits 3 when nothing failed.
+    let (code, out, err) = run(&["run", "inotify-limit", "--provider", "kind", "--arch", "amd64", "--output", "json"]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["scenarios"][0]["status"], "refused", "{out}");
+    assert!(report["scenarios"][0]["error"].as_str().unwrap().starts_with("refusing to run inotify-limit on kind"), "{out}");
+    assert!(err.contains("error: 1 scenario(s) refused on this platform and not run"), "{err}");
 }
 
 #[test]

@@ -468,8 +468,11 @@ fn the_other_architecture_is_refused_for_runs_and_planned_in_full() {
     let bed = Bed::new();
     let other = other_arch().as_str();
     let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--arch", other]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3), "refused by the platform: the environment's status");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("REFUSED configmap-missing"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: 1 scenario(s) refused on this platform and not run (the reasons are above): configmap-missing"), "{stderr}");
     assert!(stdout.contains(&format!("kind cannot run {other} nodes on it (kind does not emulate another architecture)")), "{stdout}");
     assert!(bed.calls().is_empty(), "nothing ran: {:#?}", bed.call_lines());
 
@@ -557,8 +560,9 @@ fn host_wide_faults_are_refused_on_kind_unless_allowed() {
     let bed = Bed::new();
     for (scenario, says) in [("inotify-limit", "fs.inotify.max_user_instances is a limit per user namespace"), ("disk-full", "loop file in the node's /var")] {
         let out = bed.run(&["run", scenario, "--provider", "kind", "--output", "json"]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(3), "refused: the environment's status");
         let report = json_report(&out);
+        assert_eq!(report["status"], "refused");
         let error = report["error"].as_str().unwrap();
         assert!(error.starts_with(&format!("refusing to run {scenario} on kind: fault {scenario} reaches past the node container into this host: ")), "{error}");
         assert!(error.contains(says) && error.contains("Pass --allow-host-wide"), "{error}");
@@ -633,7 +637,8 @@ fn a_users_kind_cluster_is_used_as_it_is_never_created_or_deleted() {
 
     // cpu-count's fault needs the kubelet made for it: refused, naming why, before any command.
     let out = bed.run(&["run", "cpu-count", "--provider", "kind", "--cluster", "my-dev-cluster", "--output", "json"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3), "refused: the environment's status");
+    assert_eq!(json_report(&out)["status"], "refused");
     let error = json_report(&out)["error"].as_str().unwrap().to_string();
     assert!(error.contains("kind cluster my-dev-cluster (yours, --cluster): this scenario's fault needs a cluster made for it"), "{error}");
     assert!(bed.calls().is_empty(), "nothing ran: {:#?}", bed.call_lines());

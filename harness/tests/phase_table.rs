@@ -48,6 +48,13 @@ fn other_skipped_or_failed_scenarios_fail_the_suite() {
     let (ok, out) = table(dir.path(), vec![failed, ScenarioReport::ignored("pause-missing", &why)]);
     assert!(!ok, "{out}");
     assert!(out.ends_with("0 passed, 1 failed, 1 skipped\n"), "{out}");
+    // A scenario the platform refused was not run: CI passes the flags that let each one run.
+    let mut refused = passed("inotify-limit");
+    refused.status = Status::Refused;
+    refused.error = Some("refusing to run inotify-limit on kind: ...".into());
+    let (ok, out) = table(dir.path(), vec![passed("cni-broken"), refused]);
+    assert!(!ok, "{out}");
+    assert!(out.ends_with("1 passed, 0 failed, 1 refused by the platform, 0 skipped\n"), "{out}");
 }
 
 #[test]

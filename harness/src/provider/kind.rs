@@ -60,7 +60,7 @@ impl Arch {
     pub fn check_runnable(self) -> Result<(), ProviderError> {
         match Arch::host() {
             Some(host) if host == self => Ok(()),
-            host => Err(ProviderError::KindConfig {
+            host => Err(ProviderError::OtherArchitecture {
                 message: format!(
                     "this host is {} and kind cannot run {} nodes on it (kind does not emulate another architecture); {}",
                     std::env::consts::ARCH,
@@ -642,7 +642,7 @@ impl Kind {
         let refuse = |why: String| ProviderError::Existing { name: self.name.clone(), why };
         let common = KindNeeds::of(&crate::needs::Needs::default());
         if (KindNeeds { host_disk_mib: 0, ..self.needs.clone() }) != (KindNeeds { host_disk_mib: 0, ..common }) {
-            return Err(refuse("this scenario's fault needs a cluster made for it (containerd or kubelet settings, a CNI of its own, or a disk of containerd's own), and faultlab changes nothing of how a cluster of yours was made: run it without --cluster, on a cluster faultlab makes".into()));
+            return Err(ProviderError::RefusedOnExisting { name: self.name.clone(), why: "this scenario's fault needs a cluster made for it (containerd or kubelet settings, a CNI of its own, or a disk of containerd's own), and faultlab changes nothing of how a cluster of yours was made: run it without --cluster, on a cluster faultlab makes".into() });
         }
         let listed = self.host.run(rec, vec!["kind".into(), "get".into(), "clusters".into()], Duration::from_secs(60)).await.map_err(|source| ProviderError::ListClusters { source })?;
         if !listed.stdout.lines().any(|l| l.trim() == self.name) {

@@ -54,6 +54,12 @@ pub enum ProviderError {
     },
     #[error("kind cluster {name} (yours, --cluster): {why}")]
     Existing { name: String, why: String },
+    /// A scenario refused on a kind cluster of the user's: its fault needs a cluster made for it.
+    #[error("kind cluster {name} (yours, --cluster): {why}")]
+    RefusedOnExisting { name: String, why: String },
+    /// Nodes of another architecture than the host's, which kind cannot run.
+    #[error("{message}")]
+    OtherArchitecture { message: String },
     #[error("cluster {name} has no node labelled {label}")]
     NoNodes { name: String, label: String },
     #[error("exporting logs of {name} failed: {source}")]
@@ -276,6 +282,14 @@ pub trait Provider: Send + Sync {
     /// Release what `provision` made (default: nothing).
     async fn release(&self, _cluster: &Cluster, _rec: &Recorder) -> Result<(), ProviderError> {
         Ok(())
+    }
+}
+
+impl ProviderError {
+    /// Whether this is the platform refusing the scenario (it cannot or may not run it here), not a
+    /// step that failed: the scenario is reported `refused`.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ProviderError::RefusedOnExisting { .. } | ProviderError::OtherArchitecture { .. })
     }
 }
 
