@@ -26,9 +26,21 @@ pub struct Cleaned {
     pub errors: Vec<CleanupError>,
 }
 
-/// Replay every journal whose run is gone (or all, with `force`).
-pub async fn journals(force: bool, out: &mut Cleaned) {
-    for path in Journal::list(&journal::journal_dir()) {
+/// Replay every journal whose run is gone (or all, with `force`), except those in `keep` (the
+/// journals of open training sessions: a person is working on what they broke).
+pub async fn journals(force: bool, keep: &[std::path::PathBuf], out: &mut Cleaned) {
+    let dir = match journal::journal_dir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            out.errors.push(e.into());
+            return;
+        }
+    };
+    for path in Journal::list(&dir) {
+        if keep.contains(&path) {
+            out.journals_skipped.push(format!("{} (an open training session's: `faultlab cleanup --sessions` undoes it too)", path.display()));
+            continue;
+        }
         let journal = match Journal::open(&path) {
             Ok(j) => j,
             Err(e) => {

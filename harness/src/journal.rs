@@ -5,7 +5,6 @@
 //! Undo actions are data (argv, object references), so a later process can replay them.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -18,17 +17,12 @@ use crate::node::{Executor, HostExecutor, NodeAccess};
 
 #[derive(Debug, Error)]
 pub enum JournalError {
-    #[error("cannot write journal {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
+    /// The journal, its directory or its temporary file failed the state files' checks, or could not
+    /// be written ([`crate::statefile`]).
+    #[error("journal: {source}")]
+    State {
         #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot read journal {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        source: crate::statefile::StateFileError,
     },
     #[error("journal {} is not a faultlab journal: {source}", path.display())]
     Decode {
@@ -137,23 +131,39 @@ pub struct JournalFile {
 }
 
 /// The state directory: `$FAULTLAB_STATE_DIR`, else `/var/lib/faultlab/runs` as root, else
-/// `$XDG_STATE_HOME/faultlab` (or `~/.local/state/faultlab`).
+/// `$XDG_STATE_HOME/faultlab`, else `~/.local/state/faultlab` (the home from `$HOME` or the password
+/// database). Never a shared directory such as /tmp: a user with no home at all gets
+/// `/run/user/<uid>/faultlab` (the user's runtime directory, which the checks of
+/// [`crate::statefile::private_dir`] refuse unless it is theirs).
 pub fn state_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("FAULTLAB_STATE_DIR") {
         return PathBuf::from(d);
     }
-    if unsafe { libc::geteuid() } == 0 {
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
         return PathBuf::from("/var/lib/faultlab/runs");
     }
     let base = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::home_dir().filter(|h| h.is_absolute()).map(|h| h.join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
     base.join("faultlab")
 }
 
-pub fn journal_dir() -> PathBuf {
-    state_dir().join("journal")
+/// `state_dir()/sub`, made private: the state directory and `sub` are this user's own, mode 0700
+/// ([`crate::statefile::private_dir`]).
+pub fn private_state_dir(sub: &str) -> Result<PathBuf, crate::statefile::StateFileError> {
+    let root = state_dir();
+    crate::statefile::private_dir(&root)?;
+    let dir = root.join(sub);
+    crate::statefile::private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Where runs keep their journals: `state_dir()/journal`, private ([`private_state_dir`]).
+pub fn journal_dir() -> Result<PathBuf, JournalError> {
+    private_state_dir("journal").map_err(|source| JournalError::State { source })
 }
 
 /// A run's journal, kept on disk. A journal without a path records in memory only (plans).
@@ -166,7 +176,7 @@ pub struct Journal {
 impl Journal {
     /// Open a new journal on disk for a run.
     pub fn create(dir: &Path, run_id: &str, scenario: &str, cluster: ClusterRef) -> Result<Journal, JournalError> {
-        std::fs::create_dir_all(dir).map_err(|source| JournalError::Write { path: dir.to_owned(), source })?;
+        crate::statefile::private_dir(dir).map_err(|source| JournalError::State { source })?;
         let journal = Journal {
             path: Some(dir.join(format!("{run_id}.json"))),
             file: Arc::new(Mutex::new(JournalFile {
@@ -203,18 +213,14 @@ impl Journal {
 
     /// Load a journal a run left behind.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read { path: path.to_owned(), source })?;
+        let text = crate::statefile::read(path).map_err(|source| JournalError::State { source })?;
         let file: JournalFile = serde_json::from_str(&text).map_err(|source| JournalError::Decode { path: path.to_owned(), source })?;
         Ok(Journal { path: Some(path.to_owned()), file: Arc::new(Mutex::new(file)) })
     }
 
     /// Every journal in `dir`.
     pub fn list(dir: &Path) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+        crate::statefile::list(dir, "json")
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -263,14 +269,7 @@ impl Journal {
     fn save(&self) -> Result<(), JournalError> {
         let Some(path) = &self.path else { return Ok(()) };
         let text = serde_json::to_string_pretty(&*self.file.lock().unwrap()).expect("journal serialises");
-        let tmp = path.with_extension("json.tmp");
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|source| JournalError::Write { path: path.clone(), source })
+        crate::statefile::write(path, text.as_bytes()).map_err(|source| JournalError::State { source })
     }
 
     /// Undo everything not yet undone, newest first. Keeps going past failures and returns them; the

@@ -321,7 +321,9 @@ impl Kube {
     /// Change an object by a strategic merge patch; the record shows the patch.
     pub async fn patch_object(&self, api_version: &str, kind: &str, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError> {
         let ar = resource(api_version, kind);
-        self.note(format!("PATCH {} {patch}", path(&ar, ns, Some(name))));
+        // A Secret's patch holds its data: records, reports and plans say only which keys it sets.
+        let shown = if kind == "Secret" { redacted(patch) } else { patch.to_string() };
+        self.note(format!("PATCH {} {shown}", path(&ar, ns, Some(name))));
         self.api.patch(&ar, ns, name, patch).await
     }
 
@@ -485,6 +487,19 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
 }
 
+/// A Secret's patch as records show it: the keys of its `data` and `stringData`, their values not.
+fn redacted(patch: &serde_json::Value) -> String {
+    let mut shown = patch.clone();
+    for field in ["data", "stringData"] {
+        if let Some(map) = shown.get_mut(field).and_then(|v| v.as_object_mut()) {
+            for v in map.values_mut() {
+                *v = serde_json::Value::String("<redacted>".into());
+            }
+        }
+    }
+    shown.to_string()
+}
+
 /// The REST path of a resource, for records and plans.
 pub fn path(ar: &ApiResource, ns: Option<&str>, name: Option<&str>) -> String {
     let mut p = if ar.group.is_empty() { format!("/api/{}", ar.version) } else { format!("/apis/{}/{}", ar.group, ar.version) };
@@ -553,6 +568,14 @@ mod tests {
         });
         let want = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "labels": {"a": "b"}}, "data": {"k": "v"}});
         assert_eq!(restorable(&live), want);
+    }
+
+    #[test]
+    fn a_secrets_patch_is_recorded_without_its_values() {
+        let patch = serde_json::json!({"stringData": {".dockerconfigjson": "{\"auths\":{\"r\":{\"password\":\"hunter2\"}}}"}, "data": {"k": "aHVudGVyMg=="}});
+        let shown = redacted(&patch);
+        assert!(!shown.contains("hunter2") && !shown.contains("aHVudGVyMg=="), "{shown}");
+        assert!(shown.contains("\".dockerconfigjson\":\"<redacted>\"") && shown.contains("\"k\":\"<redacted>\""), "{shown}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
-//!    [`home`]
+//!    [`home`], [`statefile`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
@@ -50,6 +50,7 @@ pub mod scaffold;
 pub mod scenario;
 pub mod schedule;
 pub mod snapshot;
+pub mod statefile;
 pub mod suite;
 pub mod testbed;
 pub mod training;

@@ -70,7 +70,8 @@ macro_rules! usage {
 /// The exit status of an error: a usage error or a scenario that does not load is the user's (2),
 /// anything else the environment's (3).
 fn error_status(e: &anyhow::Error) -> u8 {
-    let users = e.chain().any(|c| c.is::<Usage>() || c.is::<scenario::ScenarioError>() || c.is::<faultlab::datafile::DataFileError>());
+    let bad_session_id = |c: &(dyn std::error::Error + 'static)| matches!(c.downcast_ref::<training::TrainingError>(), Some(training::TrainingError::BadSessionId(_)));
+    let users = e.chain().any(|c| c.is::<Usage>() || c.is::<scenario::ScenarioError>() || c.is::<faultlab::datafile::DataFileError>() || bad_session_id(c));
     if users {
         status::USAGE
     } else {
@@ -355,6 +356,10 @@ enum Command {
         /// Delete faultlab kind clusters older than this (for example 2h).
         #[arg(long, default_value = "0s", value_parser = parse_duration)]
         older_than: Duration,
+        /// Also undo open training sessions (by default a person may still be working on them: they
+        /// are listed and kept) and close them.
+        #[arg(long)]
+        sessions: bool,
     },
     /// Print the scenario format's JSON Schema; --report: that of `run --output json`'s report.
     Schema {
@@ -1064,9 +1069,23 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Cleanup { force, older_than } => {
+        Command::Cleanup { force, older_than, sessions } => {
             let mut out = faultlab::cleanup::Cleaned::default();
-            faultlab::cleanup::journals(force, &mut out).await;
+            let open = faultlab::training::Session::all();
+            let keep: Vec<PathBuf> = if sessions { Vec::new() } else { open.iter().map(|s| s.journal.clone()).collect() };
+            faultlab::cleanup::journals(force, &keep, &mut out).await;
+            for s in open.iter().filter(|_| sessions) {
+                // Its journal replayed in full (the file is gone): the session has nothing left to train on.
+                if !s.journal.exists() {
+                    match std::fs::remove_file(s.path()) {
+                        Ok(()) => out!("closed training session {}", s.id),
+                        Err(e) => eprintln!("error: closing training session {}: removing {}: {e}", s.id, s.path().display()),
+                    }
+                }
+            }
+            for problem in faultlab::training::Session::problems() {
+                eprintln!("warning: {problem}");
+            }
             faultlab::cleanup::clusters(older_than, force, &mut out).await;
             for j in &out.journals_replayed {
                 out!("undone: {j}");

@@ -709,7 +709,11 @@ async fn settle(cluster: &crate::provider::Cluster) -> Result<(), String> {
 async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: &Recorder, mut report: ScenarioReport, store: &snapshot::Store) -> ScenarioReport {
     let Ready { cluster, client, node } = ready;
     report.node = node.name.clone();
-    let run = match Run::new(scenario.clone(), &cluster, node, client, &journal::journal_dir(), rec.clone()) {
+    let journals = match journal::journal_dir() {
+        Ok(dir) => dir,
+        Err(e) => return failed(report, Phase::Setup, e.to_string()),
+    };
+    let run = match Run::new(scenario.clone(), &cluster, node, client, &journals, rec.clone()) {
         Ok(mut r) => {
             r.hold = options.hold;
             r

@@ -43,6 +43,13 @@ pub enum TrainingError {
         #[source]
         source: std::io::Error,
     },
+    #[error("session: {source}")]
+    State {
+        #[source]
+        source: crate::statefile::StateFileError,
+    },
+    #[error("{0:?} cannot name a training session: an id is 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-'")]
+    BadSessionId(String),
     #[error("session file {} is damaged: {source}", path.display())]
     Decode {
         path: PathBuf,
@@ -156,6 +163,11 @@ pub fn sessions_dir() -> PathBuf {
     journal::state_dir().join("training")
 }
 
+/// [`sessions_dir`], made private ([`journal::private_state_dir`]).
+fn private_sessions_dir() -> Result<PathBuf, TrainingError> {
+    journal::private_state_dir("training").map_err(|source| TrainingError::State { source })
+}
+
 impl Session {
     /// Seconds since the symptom was shown, to a tenth.
     pub fn elapsed(&self) -> f64 {
@@ -167,30 +179,46 @@ impl Session {
     }
 
     pub fn save(&self) -> Result<(), TrainingError> {
-        let path = self.path();
-        let dir = sessions_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| TrainingError::File { path: dir, source })?;
+        if !crate::statefile::valid_id(&self.id) {
+            return Err(TrainingError::BadSessionId(self.id.clone()));
+        }
+        private_sessions_dir()?;
         let text = serde_json::to_string_pretty(self).expect("session serialises");
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|source| TrainingError::File { path, source })
+        crate::statefile::write(&self.path(), text.as_bytes()).map_err(|source| TrainingError::State { source })
     }
 
+    /// A session file read back: one of this user's, checked as every state file is
+    /// ([`crate::statefile::read`]), whose id is valid and is its file's name.
     fn read(path: &Path) -> Result<Session, TrainingError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TrainingError::File { path: path.to_owned(), source })?;
-        serde_json::from_str(&text).map_err(|source| TrainingError::Decode { path: path.to_owned(), source })
+        let text = crate::statefile::read(path).map_err(|source| TrainingError::State { source })?;
+        let session: Session = serde_json::from_str(&text).map_err(|source| TrainingError::Decode { path: path.to_owned(), source })?;
+        if !crate::statefile::valid_id(&session.id) || path.file_stem().and_then(|s| s.to_str()) != Some(session.id.as_str()) {
+            return Err(TrainingError::BadSessionId(session.id));
+        }
+        Ok(session)
     }
 
-    /// Every open session.
+    /// Every open session (files that fail the checks are left out; [`Session::problems`] names them).
     pub fn all() -> Vec<Session> {
-        let mut v: Vec<Session> = std::fs::read_dir(sessions_dir())
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).filter_map(|p| Session::read(&p).ok()).collect())
-            .unwrap_or_default();
+        let Ok(dir) = private_sessions_dir() else { return Vec::new() };
+        let mut v: Vec<Session> = crate::statefile::list(&dir, "json").iter().filter_map(|p| Session::read(p).ok()).collect();
         v.sort_by(|a, b| a.id.cmp(&b.id));
         v
     }
 
+    /// Why the session directory or its files cannot be read back, one line each.
+    pub fn problems() -> Vec<String> {
+        match private_sessions_dir() {
+            Err(e) => vec![e.to_string()],
+            Ok(dir) => crate::statefile::list(&dir, "json").iter().filter_map(|p| Session::read(p).err()).map(|e| e.to_string()).collect(),
+        }
+    }
+
     /// The session named (by `--session` or `FAULTLAB_SESSION`), or the only one open.
     pub fn find(id: Option<&str>) -> Result<Session, TrainingError> {
+        if let Some(id) = id.filter(|id| !crate::statefile::valid_id(id)) {
+            return Err(TrainingError::BadSessionId(id.into()));
+        }
         let all = Session::all();
         let ids: Vec<String> = all.iter().map(|s| s.id.clone()).collect();
         match id {
@@ -239,7 +267,8 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         }
     }
     let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await?;
-    let mut run = Run::new(loaded.clone(), &cluster, node.clone(), client.clone(), &journal::journal_dir(), rec)?;
+    let journals = journal::journal_dir().map_err(|e| TrainingError::Break { source: Box::new(e.into()), teardown: vec![] })?;
+    let mut run = Run::new(loaded.clone(), &cluster, node.clone(), client.clone(), &journals, rec)?;
     let broken = async {
         run.setup().await?;
         run.inject().await?;

@@ -78,10 +78,11 @@ fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{:x}", Sha256::digest(bytes))
 }
 
-/// `curl` of `url` trusting `ca`, its body (`-w` adds the time it took as the last line).
+/// `curl` of `url` trusting `ca` (the registry's directory's `ca.crt`), with the run's login (its
+/// `netrc`), its body and the time it took.
 fn get(ca: &Path, url: &str, accept: Option<&str>) -> Result<(Vec<u8>, Duration), Failed> {
     let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-f", "--max-time", "60", "--cacert"]).arg(ca);
+    cmd.args(["-sS", "-f", "--max-time", "60", "--netrc-file"]).arg(ca.with_file_name("netrc")).arg("--cacert").arg(ca);
     if let Some(accept) = accept {
         cmd.args(["-H", &format!("Accept: {accept}")]);
     }
@@ -146,6 +147,19 @@ async fn check(ctx: &Ctx, reg: &Registry) -> Result<(), Failed> {
 
     let ca = reg.dir.join("ca.crt");
     let front = format!("https://{}/v2/faultlab/busybox", reg.endpoint());
+    // Without the login, neither a pull nor a push: nginx passes both on, and distribution refuses.
+    for (method, path) in [("GET", "manifests/2"), ("POST", "blobs/uploads/")] {
+        let out = Command::new("curl").args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", method, "--cacert"]).arg(&ca).arg(format!("{front}/{path}")).output()?;
+        if String::from_utf8_lossy(&out.stdout) != "401" {
+            return Err(format!("{method} {front}/{path} without the login answered {}, not 401", String::from_utf8_lossy(&out.stdout)).into());
+        }
+    }
+    let netrc = std::fs::metadata(reg.dir.join("netrc"))?;
+    let htpasswd = std::fs::metadata(reg.dir.join("htpasswd"))?;
+    use std::os::unix::fs::PermissionsExt;
+    if netrc.permissions().mode() & 0o077 != 0 || htpasswd.permissions().mode() & 0o077 != 0 {
+        return Err(format!("the login's files are open to others: netrc {:o}, htpasswd {:o}", netrc.permissions().mode(), htpasswd.permissions().mode()).into());
+    }
     let (body, _) = get(&ca, &format!("{front}/manifests/2"), Some(DOCKER_MANIFEST))?;
     let larger: serde_json::Value = serde_json::from_slice(&body)?;
     let layers = larger["layers"].as_array().cloned().unwrap_or_default();

@@ -6,19 +6,42 @@
 # ------------------------------------------------------- certificates -------
 # fl_cert <name> <subject> [serverAltNames]: an EC P-256 key and a certificate signed by the CA.
 fl_cert() {
-  local name=$1 subj=$2 sans=${3:-} ext
+  local name=$1 subj=$2 sans=${3:-}
+  if [ -n "$sans" ]; then
+    fl_cert_by ca "$name" "$subj" serverAuth "$sans"
+  else
+    fl_cert_by ca "$name" "$subj" clientAuth
+  fi
+}
+
+# fl_cert_by <ca> <name> <subject> <extendedKeyUsage> [serverAltNames]: a key and a certificate signed
+# by $FL_PKI/<ca>.{crt,key}.
+fl_cert_by() {
+  local ca=$1 name=$2 subj=$3 usage=$4 sans=${5:-} ext
   [ -s "$FL_PKI/$name.crt" ] && [ -s "$FL_PKI/$name.key" ] && return 0
   ext=$(mktemp)
-  if [ -n "$sans" ]; then
-    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$sans" >"$ext"
-  else
-    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$ext"
-  fi
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n' "$usage" >"$ext"
+  [ -z "$sans" ] || printf 'subjectAltName=%s\n' "$sans" >>"$ext"
   openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/$name.key" 2>/dev/null
   openssl req -new -key "$FL_PKI/$name.key" -subj "$subj" -out "$FL_PKI/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$FL_PKI/$name.csr" -CA "$FL_PKI/ca.crt" -CAkey "$FL_PKI/ca.key" \
+  openssl x509 -req -in "$FL_PKI/$name.csr" -CA "$FL_PKI/$ca.crt" -CAkey "$FL_PKI/$ca.key" \
     -CAcreateserial -days 3650 -sha256 -extfile "$ext" -out "$FL_PKI/$name.crt" 2>/dev/null
   rm -f "$ext" "$FL_PKI/$name.csr"
+}
+
+# fl_make_etcd_pki: etcd's own CA (as kubeadm's etcd/ca: a certificate the cluster's CA signs, which the
+# controller-manager issues to anyone whose CSR is approved, must not open etcd), its serving and peer
+# certificates, and the client certificate of the API server (also used by the health check).
+fl_make_etcd_pki() {
+  if [ ! -s "$FL_PKI/etcd-ca.crt" ]; then
+    openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/etcd-ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$FL_PKI/etcd-ca.key" -subj "/CN=faultlab-etcd-ca" -days 3650 -sha256 \
+      -addext 'basicConstraints=critical,CA:TRUE' -addext 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature' \
+      -out "$FL_PKI/etcd-ca.crt" 2>/dev/null
+  fi
+  fl_cert_by etcd-ca etcd-server /CN=faultlab-etcd serverAuth "IP:127.0.0.1,DNS:localhost"
+  fl_cert_by etcd-ca etcd-peer /CN=faultlab-etcd-peer serverAuth,clientAuth "IP:127.0.0.1,DNS:localhost"
+  fl_cert_by etcd-ca apiserver-etcd-client /CN=kube-apiserver-etcd-client clientAuth
 }
 
 fl_make_pki() {
@@ -37,6 +60,7 @@ fl_make_pki() {
   fl_cert controller-manager "/CN=system:kube-controller-manager"
   fl_cert scheduler "/CN=system:kube-scheduler"
   fl_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  fl_make_etcd_pki
   # Front-proxy (request header) CA, so the controllers' delegated authentication finds one.
   if [ ! -s "$FL_PKI/front-proxy-ca.crt" ]; then
     openssl ecparam -name prime256v1 -genkey -noout -out "$FL_PKI/front-proxy-ca.key" 2>/dev/null

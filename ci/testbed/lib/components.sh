@@ -35,6 +35,10 @@ fl_start_etcd() {
     --listen-client-urls="$FL_ETCD_CLIENT" --advertise-client-urls="$FL_ETCD_CLIENT" \
     --listen-peer-urls="$FL_ETCD_PEER" --initial-advertise-peer-urls="$FL_ETCD_PEER" \
     --initial-cluster="faultlab=$FL_ETCD_PEER" --initial-cluster-state=new \
+    --cert-file="$FL_PKI/etcd-server.crt" --key-file="$FL_PKI/etcd-server.key" \
+    --client-cert-auth --trusted-ca-file="$FL_PKI/etcd-ca.crt" \
+    --peer-cert-file="$FL_PKI/etcd-peer.crt" --peer-key-file="$FL_PKI/etcd-peer.key" \
+    --peer-client-cert-auth --peer-trusted-ca-file="$FL_PKI/etcd-ca.crt" \
     --snapshot-count=10000 --logger=zap --log-outputs=stderr
   fl_wait_comp etcd 60 fl_health_etcd
 }
@@ -42,7 +46,8 @@ fl_start_etcd() {
 fl_start_apiserver() {
   fl_start kube-apiserver - "$FL_BIN/kube-apiserver" \
     --advertise-address="$FL_APISERVER_ADVERTISE" --bind-address="$FL_APISERVER_BIND" --secure-port="$FL_APISERVER_PORT" \
-    --insecure-port=0 --etcd-servers="$FL_ETCD_CLIENT" \
+    --insecure-port=0 --etcd-servers="$FL_ETCD_CLIENT" --etcd-cafile="$FL_PKI/etcd-ca.crt" \
+    --etcd-certfile="$FL_PKI/apiserver-etcd-client.crt" --etcd-keyfile="$FL_PKI/apiserver-etcd-client.key" \
     --service-cluster-ip-range="$FL_SERVICE_CIDR" \
     --tls-cert-file="$FL_PKI/apiserver.crt" --tls-private-key-file="$FL_PKI/apiserver.key" \
     --client-ca-file="$FL_PKI/ca.crt" \

@@ -4,9 +4,11 @@
 # Sourced by ci/testbed/lib.sh only.
 
 # ---------------------------------------------------------- processes ------
-# Ports on the host's loopback (etcd) and the host veth address (apiserver).
-FL_ETCD_CLIENT=http://127.0.0.1:12379
-FL_ETCD_PEER=http://127.0.0.1:12380
+# Ports on the host's loopback (etcd) and the host veth address (apiserver). etcd serves TLS and asks
+# every client and peer for a certificate of its own CA (fl_make_etcd_pki): a local user without one
+# reaches nothing.
+FL_ETCD_CLIENT=https://127.0.0.1:12379
+FL_ETCD_PEER=https://127.0.0.1:12380
 FL_APISERVER_URL=https://$FL_APISERVER_BIND:$FL_APISERVER_PORT
 # The URL the node's kubelet uses (in the VM, QEMU's alias of the host's loopback).
 FL_NODE_APISERVER_URL=https://$FL_APISERVER_ADVERTISE:$FL_APISERVER_PORT
@@ -272,7 +274,10 @@ fl_node_no_containers() {
 }
 
 # ------------------------------------------------------------ health -------
-fl_health_etcd() { curl -fsS --max-time 3 "$FL_ETCD_CLIENT/health" | grep -q '"health":"true"'; }
+fl_health_etcd() {
+  curl -fsS --max-time 3 --cacert "$FL_PKI/etcd-ca.crt" --cert "$FL_PKI/apiserver-etcd-client.crt" \
+    --key "$FL_PKI/apiserver-etcd-client.key" "$FL_ETCD_CLIENT/health" | grep -q '"health":"true"'
+}
 fl_health_apiserver() {
   curl -fsS --max-time 3 --cacert "$FL_PKI/ca.crt" --cert "$FL_PKI/admin.crt" --key "$FL_PKI/admin.key" \
     "$FL_APISERVER_URL/readyz" | grep -qx ok

@@ -150,8 +150,8 @@ mod tests {
         assert!(api.contains(&r#"PATCH /apis/apps/v1/namespaces/fl-test/deployments/web {"spec":{"template":{"spec":{"imagePullSecrets":null}}}}"#.to_string()), "{api:?}");
         assert_eq!(api.last().unwrap(), r#"PATCH /apis/apps/v1/namespaces/fl-test/deployments/web {"spec":{"template":{"spec":{"imagePullSecrets":[{"name":"registry-login"}]}}}}"#);
         let node = fake.lines().join("\n");
-        assert!(node.contains("images push --hosts-dir"), "{node}");
-        assert!(node.contains("--user faultlab:"), "{node}");
+        assert!(node.contains("images push --hosts-dir /var/lib/faultlab-work/push.fl-test-registry"), "{node}");
+        assert!(!node.contains("--user") && !node.contains(&crate::faults::registry::password(&ctx).unwrap()), "the login is in the push's hosts directory, not its command line: {node}");
         let undo: Vec<String> = ctx.journal.snapshot().entries.iter().map(|e| e.what.clone()).collect();
         assert!(undo.iter().any(|w| w.starts_with("stop the registry")), "{undo:?}");
         assert!(undo.iter().any(|w| w.starts_with("remove the node's settings for registry")), "{undo:?}");

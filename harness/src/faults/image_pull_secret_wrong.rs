@@ -62,9 +62,10 @@ pub enum Step {
     UseSecret,
 }
 
-/// The wrong password the fault writes: the right one with `-expired` after it.
-pub fn wrong_password(namespace: &str) -> String {
-    format!("{}-expired", registry::password(namespace))
+/// The wrong password the fault writes: one that is not the login's (the right one with `-expired`
+/// after it; records show no Secret's data, so neither is ever shown).
+pub fn wrong_password(right: &str) -> String {
+    format!("{right}-expired")
 }
 
 /// The password a `kubernetes.io/dockerconfigjson` secret (as the API gives it) holds for `endpoint`.
@@ -126,7 +127,7 @@ impl Fault for ImagePullSecretWrong {
         }
         let reg = Registry::of(ctx, Spec::main(true))?;
         ctx.note(format!("secret {} gets a wrong password for {}; the workload's pod is replaced so that it pulls again", self.secret, reg.endpoint()));
-        let wrong = reg.pull_secret(&self.secret, &wrong_password(&ctx.namespace));
+        let wrong = reg.pull_secret(&self.secret, &wrong_password(&registry::password(ctx)?));
         let patch = json!({"stringData": wrong["stringData"]});
         ctx.kube.patch_object("v1", "Secret", Some(&ctx.namespace), &self.secret, &patch).await.map_err(Ctx::api_err("spoil-secret"))?;
         ctx.restart_target("restart-workload").await
@@ -136,7 +137,7 @@ impl Fault for ImagePullSecretWrong {
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let deployment = registry::deployment(ctx, &self.deployment, "check-pull-secrets").await?;
         let endpoint = Registry::of(ctx, Spec::main(true))?.endpoint();
-        let right = registry::password(&ctx.namespace);
+        let right = registry::password(ctx)?;
         let named = registry::pull_secrets(&deployment);
         for name in &named {
             let secret = ctx.kube.get_object("v1", "Secret", Some(&ctx.namespace), name).await.map_err(Ctx::api_err("check-pull-secrets"))?;
@@ -164,7 +165,7 @@ impl Fix for ImagePullSecretWrong {
             Step::CreateSecret => {
                 let reg = Registry::of(ctx, Spec::main(true))?;
                 ctx.note(format!("create a new secret {} with the registry's login", self.new_secret));
-                let secret = reg.pull_secret(&self.new_secret, &registry::password(&ctx.namespace));
+                let secret = reg.pull_secret(&self.new_secret, &registry::password(ctx)?);
                 ctx.kube.create_object(Some(&ctx.namespace), secret).await.map_err(Ctx::api_err(step))?;
                 Ok(())
             }
@@ -192,8 +193,9 @@ mod tests {
         fault.fix(Step::CreateSecret, &ctx).await.unwrap();
         fault.fix(Step::UseSecret, &ctx).await.unwrap();
         let api: Vec<String> = ctx.rec().entries().into_iter().filter(|e| e.channel == Channel::Api).map(|e| e.line).collect();
-        let wrong = wrong_password("fl-test");
-        assert!(api.iter().any(|l| l.starts_with("PATCH /api/v1/namespaces/fl-test/secrets/registry-login ") && l.contains(&wrong)), "{api:?}");
+        let right = crate::faults::registry::password(&ctx).unwrap();
+        assert!(api.iter().any(|l| l.starts_with("PATCH /api/v1/namespaces/fl-test/secrets/registry-login ") && l.contains(r#"{"stringData":{".dockerconfigjson":"<redacted>"}}"#)), "{api:?}");
+        assert!(!api.iter().any(|l| l.contains(&right)), "no password in the record: {api:?}");
         assert!(api.iter().any(|l| l.starts_with("DELETE") && l.contains("pods")), "{api:?}");
         assert_eq!(api.last().unwrap(), r#"PATCH /apis/apps/v1/namespaces/fl-test/deployments/web {"spec":{"template":{"spec":{"imagePullSecrets":[{"name":"registry-login-new"}]}}}}"#);
     }
@@ -212,6 +214,6 @@ mod tests {
         let f = ImagePullSecretWrong { new_secret: "registry-login".into(), ..Default::default() };
         let fields: Vec<String> = crate::faults::FaultSpec::ImagePullSecretWrong(f).check().into_iter().map(|p| p.field).collect();
         assert_eq!(fields, ["fault.image-pull-secret-wrong.newSecret"]);
-        assert_ne!(wrong_password("fl-a"), registry::password("fl-a"));
+        assert_ne!(wrong_password("pw"), "pw");
     }
 }

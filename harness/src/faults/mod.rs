@@ -68,6 +68,23 @@ pub enum FaultError {
     Check { step: String, message: String },
 }
 
+/// The root-only directory on a node under which faults keep their work directories (pause-missing
+/// unpacks its node package there, a registry push keeps its login there): never /tmp (on the test bed
+/// node 1 shares the host's /tmp, where any local user could plant a `*.tar` for root to import). Each
+/// use makes a directory of its own in it, fresh, and removes it after; the directory itself stays (runs
+/// side by side use it; `ci/testbed/down` removes it from the test bed's host).
+pub const WORK_PARENT: &str = "/var/lib/faultlab-work";
+
+/// The shell that makes `dir` (in `parent`) fresh and private, and fails if `parent` is not root's own
+/// directory of mode 0700 (a symbolic link or another owner's directory is refused).
+pub fn fresh_private_dir(parent: &str, dir: &str) -> String {
+    format!(
+        "mkdir -p -m 0700 {parent} && test ! -L {parent} && test \"$(stat -c %u:%a {parent})\" = 0:700 \
+         || {{ echo \"{parent} is not root's own directory of mode 0700: not using it\" >&2; exit 1; }}; \
+         rm -rf {dir} && mkdir -m 0700 {dir}"
+    )
+}
+
 /// What a fault works with: the node, this host, the API, the gates, the journal, the run's namespace
 /// and target. A plan gives the same context over scripted backends, so faults have no plan branches.
 pub struct Ctx {

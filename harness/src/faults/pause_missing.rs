@@ -8,16 +8,13 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use super::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
 use crate::check::Problem;
 use crate::cmd::Cmd;
 use crate::node::{ContainerdConfig, NodeProfile, Setting};
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
 pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
-
-/// Where the fix unpacks the node package on the node.
-pub const WORKDIR: &str = "/tmp/faultlab-node-package";
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -83,18 +80,28 @@ impl PauseMissing {
         })
     }
 
-    /// `tar -xzvf <package>` into the work directory, as the document does.
-    fn unpack(&self, ctx: &Ctx) -> Result<Cmd, FaultError> {
-        let package = self.package(ctx)?;
-        Ok(Cmd::shell(format!("mkdir -p {WORKDIR} && cd {WORKDIR} && tar -xzvf {}", shell_words::quote(&package))))
+    /// This run's work directory on the node: named by the run's namespace, in [`WORK_PARENT`].
+    fn workdir(ctx: &Ctx) -> String {
+        format!("{WORK_PARENT}/pause-missing.{}", ctx.namespace)
     }
 
-    /// `ctr -n k8s.io image import` of every image tar the package held.
+    /// `tar -xzvf <package>` into a fresh, private work directory, as the document does.
+    fn unpack(&self, ctx: &Ctx) -> Result<Cmd, FaultError> {
+        let package = self.package(ctx)?;
+        let dir = Self::workdir(ctx);
+        Ok(Cmd::shell(format!("{} && cd {dir} && tar -xzvf {}", fresh_private_dir(WORK_PARENT, &dir), shell_words::quote(&package))))
+    }
+
+    /// `ctr -n k8s.io image import` of every image tar the package held (only what the unpack step put
+    /// in the run's own directory), then the directory removed.
     fn import(ctx: &Ctx) -> Cmd {
         let ctr = ctx.node.profile.ctr(["image", "import"]).argv;
         let ctr = crate::cmd::shell_join(&ctr);
-        Cmd::shell(format!("cd {WORKDIR} && for t in $(find . -name '*.tar' | sort); do {ctr} \"$t\" || exit 1; done"))
-            .timeout(std::time::Duration::from_secs(120))
+        let dir = Self::workdir(ctx);
+        Cmd::shell(format!(
+            "cd {dir} && for t in $(find . -name '*.tar' | sort); do {ctr} \"$t\" || exit 1; done; cd / && rm -rf {dir}"
+        ))
+        .timeout(std::time::Duration::from_secs(120))
     }
 }
 
@@ -214,6 +221,46 @@ mod tests {
         let lines = fake.lines();
         assert!(lines[0].contains("tar -xzvf /opt/cloud/cce/package/node-package/pause-3.1.tgz"), "{}", lines[0]);
         assert!(lines[1].contains("ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io image import"), "{}", lines[1]);
+    }
+
+    /// The unpack step's directory, run for real here with `sh`: made fresh (what was planted in it
+    /// before is gone), 0700, and refused under a parent that is a symbolic link or not root's 0700.
+    #[test]
+    fn the_work_directory_is_fresh_and_private_and_its_parent_checked() {
+        let sh = |script: &str| std::process::Command::new("sh").arg("-c").arg(script).output().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().join("work");
+        let (p, d) = (parent.to_str().unwrap().to_string(), parent.join("run").to_str().unwrap().to_string());
+        let root = unsafe { libc::geteuid() } == 0;
+        let out = sh(&fresh_private_dir(&p, &d));
+        assert_eq!(out.status.success(), root, "root owns the parent it makes: {out:?}");
+        if !root {
+            return;
+        }
+        std::fs::write(parent.join("run/planted.tar"), "not ours").unwrap();
+        assert!(sh(&fresh_private_dir(&p, &d)).status.success());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "made fresh: the planted tar is gone");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = sh(&fresh_private_dir(&p, &d));
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is not root's own directory of mode 0700: not using it"), "{out:?}");
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&parent, &link).unwrap();
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let out = sh(&fresh_private_dir(link.to_str().unwrap(), &format!("{}/run", link.display())));
+        assert!(!out.status.success(), "a symbolic link for the parent is refused: {out:?}");
+    }
+
+    #[test]
+    fn the_fix_never_unpacks_under_tmp_and_removes_its_directory() {
+        let (ctx, _) = ctx();
+        let unpack = PauseMissing::default().unpack(&ctx).unwrap().argv[2].clone();
+        let import = PauseMissing::import(&ctx).argv[2].clone();
+        let dir = format!("{WORK_PARENT}/pause-missing.{}", ctx.namespace);
+        assert!(!unpack.contains("/tmp") && !import.contains("/tmp"), "{unpack}\n{import}");
+        assert!(unpack.contains(&format!("rm -rf {dir} && mkdir -m 0700 {dir} && cd {dir} && tar -xzvf")), "{unpack}");
+        assert!(import.starts_with(&format!("cd {dir} && ")) && import.contains(&format!("cd / && rm -rf {dir}")), "{import}");
     }
 
     #[tokio::test]

@@ -13,8 +13,14 @@
 //! Images are pushed from the node's own containerd (`ctr images push`), so the registry holds the
 //! node's architecture of the node's busybox image as [`REPOSITORY`].
 //!
-//! The password of a login is made from the run's namespace: a registry of one run, on this machine
-//! only, whose password the records and plans may show.
+//! Every registry has the run's login, and nothing is pushed or pulled without it: the password is
+//! random, made once per run and kept in the run's journal (a file only root reads: `statefile`), and
+//! it is never in a command line, record, report or plan. faultlab's own requests read it from a netrc
+//! file of the registry's (0600); the node's pushes from a hosts directory of the push's own (made
+//! fresh in [`super::WORK_PARENT`], removed after); the node's pulls from a registry the scenario calls
+//! open (no pull secret) from the registry's `hosts.toml` (an `Authorization` header), and from a
+//! registry with a login only through the workload's pull secret, as the documents have it. So a local
+//! user of this machine can neither push an image the node would then run, nor pull one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -81,7 +87,9 @@ pub struct Spec {
     pub name: &'static str,
     /// Where the node reaches it (`RegistryProfile::PORT` or `PRIVATE_PORT`).
     pub port: u16,
-    /// Pulls and pushes need the run's login.
+    /// The node pulls only with the workload's pull secret (the scenario's login); without it, the
+    /// registry is open to the node (its `hosts.toml` carries the login). Pushes, and pulls by
+    /// anyone else, always need the login.
     pub login: bool,
     /// nginx in front of it, limiting requests.
     pub proxy: bool,
@@ -130,11 +138,33 @@ pub struct Registry {
     pub profile: RegistryProfile,
 }
 
-/// The password of the run's login (made from the namespace: see the module's documentation).
-pub fn password(namespace: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("faultlab registry login {namespace}").as_bytes());
-    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+/// The key of the run's registry password in its journal's fault state.
+const PASSWORD_KEY: &str = "registry-password";
+
+/// The password of the run's login: random (24 hex digits from the kernel's random source), made at
+/// its first use and kept in the run's journal, so that every step and every process of the run (a
+/// training `check`, `solution --apply`) reads the same one.
+pub fn password(ctx: &Ctx) -> Result<String, FaultError> {
+    if let Some(p) = ctx.journal.state(PASSWORD_KEY).and_then(|v| v.as_str().map(str::to_owned)) {
+        return Ok(p);
+    }
+    let p = random_hex(12).map_err(|e| FaultError::Check { step: "make-login".into(), message: format!("reading /dev/urandom for the registry's password: {e}") })?;
+    ctx.journal.set_state(PASSWORD_KEY, json!(p))?;
+    Ok(p)
+}
+
+/// `n` random bytes from /dev/urandom, in hex.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `Basic <base64 of USER:password>`, the header a request with the login carries.
+pub fn basic_auth(password: &str) -> String {
+    use base64::Engine;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}")))
 }
 
 /// Why the node's containerd (its config, `config`) would not read the registry settings faultlab
@@ -178,10 +208,7 @@ pub fn complete_content(node: &crate::node::NodeProfile) -> Cmd {
 
 /// Programs the registry needs on this machine, with the Debian package of each.
 pub fn programs(spec: &Spec) -> Vec<(&'static str, &'static str)> {
-    let mut p = vec![("docker-registry", "docker-registry"), ("openssl", "openssl"), ("curl", "curl"), ("ss", "iproute2")];
-    if spec.login {
-        p.push(("htpasswd", "apache2-utils"));
-    }
+    let mut p = vec![("docker-registry", "docker-registry"), ("openssl", "openssl"), ("curl", "curl"), ("ss", "iproute2"), ("htpasswd", "apache2-utils")];
     if spec.proxy {
         p.push(("nginx", "nginx-light"));
     }
@@ -244,9 +271,8 @@ impl Registry {
             crt = self.file("server.crt"),
             key = self.file("server.key"),
         );
-        if self.spec.login {
-            text.push_str(&format!("auth:\n  htpasswd:\n    realm: faultlab\n    path: {}\n", self.file("htpasswd")));
-        }
+        // Every registry has the login: a push, or a pull by anyone but the node, needs it.
+        text.push_str(&format!("auth:\n  htpasswd:\n    realm: faultlab\n    path: {}\n", self.file("htpasswd")));
         text
     }
 
@@ -399,7 +425,14 @@ impl Registry {
 
     /// Write `text` to `name` in the registry's directory.
     fn write(&self, name: &str, text: String) -> Cmd {
-        Cmd::new(["sh", "-c", "cat >\"$1\"", "write", &self.file(name)]).stdin(text)
+        Cmd::new(["sh", "-c", "umask 077 && cat >\"$1\"", "write", &self.file(name)]).stdin(text)
+    }
+
+    /// curl's netrc file of the login, for faultlab's own requests to the registry (never on a command line).
+    fn netrc(&self, password: &str) -> String {
+        let mut hosts = vec!["127.0.0.1".to_string(), self.profile.listen.clone()];
+        hosts.dedup();
+        hosts.iter().map(|h| format!("machine {h} login {USER} password {password}\n")).collect()
     }
 
     /// Make, start and wait for the registry (and its nginx), having journalled their stop first, then
@@ -413,13 +446,14 @@ impl Registry {
         }
         ctx.journal.record(format!("stop the registry {} and remove {}", self.endpoint(), self.dir.display()), Undo::Host { cmd: self.stop() })?;
         ctx.note(format!("start a registry (Debian's docker-registry) at {} for the node, in {}", self.endpoint(), self.dir.display()));
+        ctx.run_on_host(step, Cmd::new(["mkdir", "-p", "-m", "0700", &self.dir.display().to_string()])).await?;
         ctx.run_on_host(step, Cmd::new(["mkdir", "-p"]).args([self.file("data"), self.file("nginx-tmp")])).await?;
         for cmd in self.make_certificates("ca") {
             ctx.run_on_host("make-certificates", cmd).await?;
         }
-        if self.spec.login {
-            ctx.run_on_host("make-login", Cmd::new(["htpasswd", "-Bic", &self.file("htpasswd"), USER]).stdin(password(&ctx.namespace))).await?;
-        }
+        let password = password(ctx)?;
+        ctx.run_on_host("make-login", Cmd::new(["sh", "-c", "umask 077 && htpasswd -Bic \"$1\" \"$2\"", "make-login", &self.file("htpasswd"), USER]).stdin(password.clone())).await?;
+        ctx.run_on_host("make-login", self.write("netrc", self.netrc(&password))).await?;
         ctx.run_on_host(step, self.write("config.yml", self.config_yml())).await?;
         ctx.run_on_host(step, self.start_registry()).await?;
         if self.spec.proxy {
@@ -539,13 +573,18 @@ impl Registry {
         format!("{}/{}", self.profile.hosts_dir.trim_end_matches('/'), self.endpoint())
     }
 
-    /// containerd's `hosts.toml` for this registry: HTTPS, this CA.
-    pub fn hosts_toml(&self) -> String {
+    /// containerd's `hosts.toml` for this registry: HTTPS, this CA; with `auth` (the login's `Basic`
+    /// header), every request to it carries the login.
+    pub fn hosts_toml(&self, auth: Option<&str>) -> String {
         let server = format!("https://{}", self.endpoint());
-        format!(
+        let mut text = format!(
             "# faultlab: the registry of one run (removed at its end).\nserver = \"{server}\"\n\n[host.\"{server}\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n  ca = \"{}/ca.crt\"\n",
             self.hosts_dir()
-        )
+        );
+        if let Some(auth) = auth {
+            text.push_str(&format!("  [host.\"{server}\".header]\n    Authorization = [\"{auth}\"]\n"));
+        }
+        text
     }
 
     /// Journal the removal of the node's settings for this registry, then write them: its CA and
@@ -561,9 +600,12 @@ impl Registry {
         let dir = self.hosts_dir();
         ctx.undo_on_node(&format!("remove the node's settings for registry {}", self.endpoint()), Cmd::new(["rm", "-rf", &dir]))?;
         let ca = ctx.run_on_host("read-ca", Cmd::new(["cat", &self.file("ca.crt")])).await?.stdout;
-        let write = |name: &str, text: String| Cmd::new(["sh", "-c", "mkdir -p \"$1\" && cat >\"$1/$2\"", "write", &dir, name]).stdin(text);
+        let write = |name: &str, text: String| Cmd::new(["sh", "-c", "umask 077 && mkdir -p \"$1\" && cat >\"$1/$2\"", "write", &dir, name]).stdin(text);
         ctx.run("trust-registry", write("ca.crt", ca)).await?;
-        ctx.run("trust-registry", write("hosts.toml", self.hosts_toml())).await?;
+        // An open registry (the scenario gives no pull secret): the node pulls with the login, which
+        // nobody else on this machine has.
+        let auth = if self.spec.login { None } else { Some(basic_auth(&password(ctx)?)) };
+        ctx.run("trust-registry", write("hosts.toml", self.hosts_toml(auth.as_deref()))).await?;
         Ok(())
     }
 
@@ -571,13 +613,24 @@ impl Registry {
     /// the node holds all of its content ([`complete_content`]).
     pub async fn push(&self, ctx: &Ctx, step: &str) -> Result<(), FaultError> {
         ctx.run(step, complete_content(&ctx.node.profile)).await?;
-        let mut args = vec!["images".to_string(), "push".into(), "--hosts-dir".into(), self.profile.hosts_dir.clone()];
-        if self.spec.login {
-            args.extend(["--user".into(), format!("{USER}:{}", password(&ctx.namespace))]);
-        }
-        args.extend([self.image(), ctx.node.profile.images.busybox.clone()]);
+        // The login in a hosts directory of the push's own (fresh, root's, removed after), never on
+        // ctr's command line: a `hosts.toml` whose requests carry it, trusting the registry's CA.
+        let dir = format!("{}/push.{}-{}", super::WORK_PARENT, ctx.namespace, self.spec.name);
+        let server = format!("https://{}", self.endpoint());
+        let hosts = format!(
+            "server = \"{server}\"\n\n[host.\"{server}\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n  ca = \"{}/ca.crt\"\n  [host.\"{server}\".header]\n    Authorization = [\"{}\"]\n",
+            self.hosts_dir(),
+            basic_auth(&password(ctx)?)
+        );
+        let ctr = ctx.node.profile.ctr(["images".to_string(), "push".into(), "--hosts-dir".into(), dir.clone(), self.image(), ctx.node.profile.images.busybox.clone()]);
+        let script = format!(
+            "{} && umask 077 && mkdir {dir}/{endpoint} && cat >{dir}/{endpoint}/hosts.toml && {{ {ctr}; s=$?; rm -rf {dir}; exit $s; }}",
+            super::fresh_private_dir(super::WORK_PARENT, &dir),
+            endpoint = self.endpoint(),
+            ctr = crate::cmd::shell_join(&ctr.argv),
+        );
         ctx.note(format!("push the node's busybox image to {}", self.image()));
-        ctx.run(step, ctx.node.profile.ctr(args).timeout(Duration::from_secs(120))).await.map(drop)
+        ctx.run(step, Cmd::shell(script).stdin(hosts).timeout(Duration::from_secs(120))).await.map(drop)
     }
 
     /// The reference of the busybox image tagged `tag` in this registry (`address:port/faultlab/busybox:TAG`).
@@ -588,7 +641,7 @@ impl Registry {
     /// `curl` to the registry itself (behind nginx: its own listener, which no answer of nginx's slows or
     /// refuses), trusting the run's CA: `GET`/`POST`/`PUT` of `path` (under `/v2/faultlab/busybox/`).
     pub fn curl(&self, method: &str, path: &str, extra: &[&str]) -> Cmd {
-        Cmd::new(["curl", "-sS", "-f", "--max-time", "60", "-X", method, "--cacert", &self.file("ca.crt")])
+        Cmd::new(["curl", "-sS", "-f", "--max-time", "60", "-X", method, "--netrc-file", &self.file("netrc"), "--cacert", &self.file("ca.crt")])
             .args(extra.iter().copied())
             .arg(format!("https://{}/v2/{REPOSITORY_NAME}/{path}", self.registry_listen()))
             .timeout(Duration::from_secs(90))
@@ -599,7 +652,7 @@ impl Registry {
     /// or not), `PUT <location>&digest=` sends the whole blob and closes it (distribution checks the
     /// digest). curl on this machine, to the registry itself.
     pub fn upload(&self, name: &str, digest: &str) -> Cmd {
-        Cmd::new(["sh", "-c", UPLOAD, "upload-blob", &self.file("ca.crt"), &format!("https://{}", self.registry_listen()), REPOSITORY_NAME, &self.file(name), digest])
+        Cmd::new(["sh", "-c", UPLOAD, "upload-blob", &self.file("ca.crt"), &format!("https://{}", self.registry_listen()), REPOSITORY_NAME, &self.file(name), digest, &self.file("netrc")])
             .timeout(Duration::from_secs(150))
     }
 
@@ -698,7 +751,7 @@ pub async fn start_with_login(ctx: &Ctx, secret: &str) -> Result<Registry, Fault
     reg.start(ctx).await?;
     reg.push(ctx, "push-image").await?;
     ctx.note(format!("create the pull secret {secret} with the registry's login"));
-    ctx.kube.create_object(Some(&ctx.namespace), reg.pull_secret(secret, &password(&ctx.namespace))).await.map_err(Ctx::api_err("create-pull-secret"))?;
+    ctx.kube.create_object(Some(&ctx.namespace), reg.pull_secret(secret, &password(ctx)?)).await.map_err(Ctx::api_err("create-pull-secret"))?;
     Ok(reg)
 }
 
@@ -890,11 +943,11 @@ pub fn plan_filler_answers() -> Vec<(&'static str, Output)> {
 /// The shell of [`Registry::upload`]: `$1` the CA, `$2` `https://host:port`, `$3` the repository, `$4` the
 /// file, `$5` its digest.
 pub const UPLOAD: &str = r#"set -e
-location=$(curl -sS -f --max-time 60 --cacert "$1" -X POST -D - -o /dev/null "$2/v2/$3/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: *//p')
+location=$(curl -sS -f --max-time 60 --netrc-file "$6" --cacert "$1" -X POST -D - -o /dev/null "$2/v2/$3/blobs/uploads/" | tr -d '\r' | sed -n 's/^[Ll]ocation: *//p')
 [ -n "$location" ] || { echo "the registry answered no Location to POST $2/v2/$3/blobs/uploads/" >&2; exit 1; }
 case $location in http*) ;; *) location="$2$location" ;; esac
 case $location in *\?*) location="$location&digest=$5" ;; *) location="$location?digest=$5" ;; esac
-curl -sS -f --max-time 120 --cacert "$1" -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$4" "$location"
+curl -sS -f --max-time 120 --netrc-file "$6" --cacert "$1" -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$4" "$location"
 "#;
 
 /// A certificate's common name: at most 64 characters (X.509's upper bound), the end kept (a run's
@@ -920,11 +973,39 @@ mod tests {
         Registry { spec, dir: PathBuf::from("/var/lib/faultlab/runs/registries/fl-test-registry"), profile }
     }
 
+    /// Random per run, kept in the run's journal: the same for every reader of that journal, another
+    /// for another run (it was the namespace's hash before, which anyone could compute).
     #[test]
-    fn the_password_is_the_runs_and_the_same_for_each_reader() {
-        assert_eq!(password("fl-a"), password("fl-a"));
-        assert_ne!(password("fl-a"), password("fl-b"));
-        assert_eq!(password("fl-a").len(), 24);
+    fn the_password_is_random_per_run_and_kept_in_its_journal() {
+        let (a, _) = crate::faults::testing::ctx();
+        let (b, _) = crate::faults::testing::ctx();
+        assert_eq!(a.namespace, b.namespace, "the same namespace");
+        let pa = password(&a).unwrap();
+        assert_eq!(pa.len(), 24);
+        assert!(pa.bytes().all(|c| c.is_ascii_hexdigit()), "{pa}");
+        assert_eq!(password(&a).unwrap(), pa, "the same for each reader");
+        assert_eq!(a.journal.state(PASSWORD_KEY), Some(json!(pa)), "kept in the journal");
+        assert_ne!(password(&b).unwrap(), pa, "another run, another password");
+        assert_eq!(basic_auth("pw"), "Basic ZmF1bHRsYWI6cHc=");
+    }
+
+    /// Nothing of the login on a command line: pushes and faultlab's own requests carry it in files
+    /// and standard input only.
+    #[tokio::test]
+    async fn the_login_is_never_on_a_command_line() {
+        let (ctx, fake) = crate::faults::testing::ctx();
+        for c in plan_answers(&ctx.node.profile) {
+            fake.respond(c.0, c.1);
+        }
+        let reg = Registry::of(&ctx, Spec::main(true)).unwrap();
+        reg.push(&ctx, "push-image").await.unwrap();
+        let pw = password(&ctx).unwrap();
+        let lines = fake.lines();
+        assert!(!lines.iter().any(|l| l.contains(&pw) || l.contains(&basic_auth(&pw))), "{lines:#?}");
+        let push = lines.iter().find(|l| l.contains("images push")).unwrap();
+        assert!(push.contains(&format!("--hosts-dir /var/lib/faultlab-work/push.{}-registry", ctx.namespace)) && push.contains("rm -rf /var/lib/faultlab-work/push."), "{push}");
+        assert!(!reg.curl("GET", "manifests/1", &[]).shell_line().contains(&pw));
+        assert!(reg.netrc(&pw).contains(&format!("machine 198.18.213.1 login faultlab password {pw}")) || reg.netrc(&pw).contains(&format!("login faultlab password {pw}")));
     }
 
     #[test]
@@ -934,7 +1015,7 @@ mod tests {
         assert!(yml.contains("  addr: 198.18.213.1:5443\n"), "{yml}");
         assert!(yml.contains("auth:\n  htpasswd:\n    realm: faultlab\n    path: /var/lib/faultlab/runs/registries/fl-test-registry/htpasswd\n"), "{yml}");
         let open = registry(Spec::main(false)).config_yml();
-        assert!(!open.contains("auth:"), "{open}");
+        assert!(open.contains("auth:\n  htpasswd:\n"), "an open registry has the login too (for pushes): {open}");
         let proxied = registry(Spec { proxy: true, ..Spec::main(false) });
         assert!(proxied.config_yml().contains("  addr: 127.0.0.1:5446\n"));
         let conf = proxied.nginx_conf(&Answer::TooManyRequests);
@@ -986,9 +1067,12 @@ mod tests {
     fn the_node_trusts_the_registry_by_containerds_hosts_directory() {
         let r = registry(Spec::main(true));
         assert_eq!(r.hosts_dir(), "/etc/containerd/certs.d/198.18.213.1:5443");
-        let toml: toml::Table = r.hosts_toml().parse().unwrap();
+        let toml: toml::Table = r.hosts_toml(None).parse().unwrap();
         assert_eq!(toml["server"].as_str(), Some("https://198.18.213.1:5443"));
         assert_eq!(toml["host"]["https://198.18.213.1:5443"]["ca"].as_str(), Some("/etc/containerd/certs.d/198.18.213.1:5443/ca.crt"));
+        assert!(toml["host"]["https://198.18.213.1:5443"].get("header").is_none(), "a registry with a login: only the pull secret has it");
+        let open: toml::Table = registry(Spec::main(false)).hosts_toml(Some("Basic eA==")).parse().unwrap();
+        assert_eq!(open["host"]["https://198.18.213.1:5443"]["header"]["Authorization"][0].as_str(), Some("Basic eA=="));
         assert_eq!(r.image(), "198.18.213.1:5443/faultlab/busybox:1");
     }
 
@@ -1062,7 +1146,8 @@ mod tests {
     fn programs_name_their_packages() {
         let all = programs(&Spec { proxy: true, ..Spec::main(true) });
         assert!(all.contains(&("htpasswd", "apache2-utils")) && all.contains(&("nginx", "nginx-light")));
-        assert!(!programs(&Spec::private()).iter().any(|(p, _)| *p == "nginx" || *p == "htpasswd"));
+        assert!(!programs(&Spec::private()).iter().any(|(p, _)| *p == "nginx"));
+        assert!(programs(&Spec::private()).contains(&("htpasswd", "apache2-utils")), "every registry has the login");
     }
 
     #[test]
@@ -1109,7 +1194,7 @@ mod tests {
         let line = proxied.curl("GET", "manifests/1", &["-H", "Accept: x"]).shell_line();
         assert_eq!(
             line,
-            "curl -sS -f --max-time 60 -X GET --cacert /var/lib/faultlab/runs/registries/fl-test-registry/ca.crt -H 'Accept: x' https://127.0.0.1:5446/v2/faultlab/busybox/manifests/1"
+            "curl -sS -f --max-time 60 -X GET --netrc-file /var/lib/faultlab/runs/registries/fl-test-registry/netrc --cacert /var/lib/faultlab/runs/registries/fl-test-registry/ca.crt -H 'Accept: x' https://127.0.0.1:5446/v2/faultlab/busybox/manifests/1"
         );
         assert_eq!(proxied.image_tagged("2"), "198.18.213.1:5443/faultlab/busybox:2");
     }
