@@ -11,10 +11,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// Default time a node command may take, inside the node and outside.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most bytes kept of what a command prints on each of its outputs. A node command's output is
+/// the node's (and through its logs, anyone's who can run a pod there); what faultlab reads of it is
+/// short, and a command that prints without end must not fill this machine's memory. The rest is read
+/// and dropped (so the command is not blocked on a full pipe), and its size said.
+pub const MAX_OUTPUT: usize = 4 << 20;
 
 /// A command: argv, timeout and optional standard input.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,15 +250,16 @@ pub async fn run_host(
     // Ctrl-C while `kind create cluster` runs), the whole process group is killed, not only the child:
     // kind's own `docker` children must not go on creating containers after faultlab gave up.
     let mut group = GroupGuard(child.id());
-    let waited = tokio::time::timeout(timeout, child.wait_with_output()).await;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let waited = tokio::time::timeout(timeout, async {
+        let (stdout, stderr, status) = tokio::join!(read_bounded(stdout, MAX_OUTPUT), read_bounded(stderr, MAX_OUTPUT), child.wait());
+        Ok::<_, std::io::Error>((stdout?, stderr?, status?))
+    })
+    .await;
     let pid = group.0.take();
     match waited {
-        Ok(Ok(out)) => {
-            let output = Output {
-                status: out.status.code().unwrap_or(128 + out.status.signal_number()),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            };
+        Ok(Ok((stdout, stderr, status))) => {
+            let output = Output { status: status.code().unwrap_or(128 + status.signal_number()), stdout, stderr };
             if output.success() || allow_failure {
                 Ok(output)
             } else {
@@ -266,6 +273,62 @@ pub async fn run_host(
                 unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
             }
             Err(CmdError::Timeout { line, timeout, stdout: String::new(), stderr: String::new() })
+        }
+    }
+}
+
+/// Everything `pipe` gives until its end, of which the first `max` bytes are kept (as text) and the
+/// rest counted: `... (N bytes more dropped)` ends the text then.
+async fn read_bounded(pipe: Option<impl AsyncRead + Unpin>, max: usize) -> std::io::Result<String> {
+    let Some(mut pipe) = pipe else { return Ok(String::new()) };
+    let mut kept = Vec::new();
+    let mut dropped: u64 = 0;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        let take = n.min(max - kept.len());
+        kept.extend_from_slice(&buf[..take]);
+        dropped += (n - take) as u64;
+    }
+    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    if dropped > 0 {
+        text.push_str(&format!("\n... ({dropped} bytes more dropped)"));
+    }
+    Ok(text)
+}
+
+/// Run `argv` on this machine, from code that cannot wait asynchronously (provider detection), with
+/// nothing on its standard input and its output discarded: killed with its process group when
+/// `timeout` expires. Its exit status.
+pub fn status_within(argv: &[String], timeout: Duration) -> Result<i32, CmdError> {
+    use std::os::unix::process::CommandExt;
+    let line = shell_join(argv);
+    let (program, args) = argv.split_first().ok_or_else(|| CmdError::Spawn {
+        line: line.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv"),
+    })?;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| CmdError::Spawn { line: line.clone(), source })?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status.code().unwrap_or(128 + status.signal_number())),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                return Err(CmdError::Timeout { line, timeout, stdout: String::new(), stderr: String::new() });
+            }
+            Err(source) => return Err(CmdError::Spawn { line, source }),
         }
     }
 }
@@ -365,6 +428,31 @@ mod tests {
         // Two headers (the directory, the file), the data, and the end of the tar.
         assert_eq!(lines[0], format!("{} layer.tar", (3 << 20) + 2 * 512 + 1024));
         assert!(lines[1].ends_with(".json") && lines[2].ends_with(" manifest.json"), "{lines:?}");
+    }
+
+    /// A command that prints without end (or more than faultlab keeps) is read to its end, and what is
+    /// kept is the first [`MAX_OUTPUT`] bytes and the size of the rest.
+    #[tokio::test]
+    async fn output_is_kept_up_to_a_bound_and_the_rest_counted() {
+        let more = 3 << 20;
+        let script = format!("head -c {} /dev/zero | tr '\\0' a; head -c {} /dev/zero | tr '\\0' b >&2", MAX_OUTPUT + more, MAX_OUTPUT + 1);
+        let argv: Vec<String> = vec!["sh".into(), "-c".into(), script];
+        let out = run_host(&argv, None, Duration::from_secs(30), false).await.unwrap();
+        assert_eq!(out.stdout.len(), MAX_OUTPUT + format!("\n... ({more} bytes more dropped)").len());
+        assert!(out.stdout.starts_with("aaaa") && out.stdout.ends_with(&format!("a\n... ({more} bytes more dropped)")), "{}", &out.stdout[MAX_OUTPUT - 4..]);
+        assert!(out.stderr.ends_with("b\n... (1 bytes more dropped)"), "{}", &out.stderr[MAX_OUTPUT - 4..]);
+        let small = run_host(&["echo".to_string(), "hi".to_string()], None, Duration::from_secs(5), false).await.unwrap();
+        assert_eq!(small.stdout, "hi\n");
+    }
+
+    #[test]
+    fn a_blocking_command_is_killed_at_its_time_limit() {
+        let argv: Vec<String> = ["sh", "-c", "sleep 30 & sleep 30"].map(String::from).to_vec();
+        let started = std::time::Instant::now();
+        let err = status_within(&argv, Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(err, CmdError::Timeout { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(status_within(&["sh".into(), "-c".into(), "exit 4".into()], Duration::from_secs(5)).unwrap(), 4);
     }
 
     #[test]

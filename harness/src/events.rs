@@ -7,6 +7,7 @@
 //! so the list can be snapshot-asserted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,10 +64,21 @@ pub struct Normalised {
     pub message: String,
 }
 
+/// The most events one log keeps. Whoever can create events in the namespace (or about the node) can
+/// create any number of them; past this many a run's record is of no more use, and the rest would only
+/// grow faultlab's memory. The count of those dropped is kept, and said in the report.
+pub const MAX_EVENTS: usize = 20_000;
+
+/// The most bytes of one event's message kept: the API server takes messages far longer than any a
+/// component sends.
+pub const MAX_MESSAGE: usize = 4096;
+
 /// Events collected by a running watch.
 #[derive(Clone)]
 pub struct EventLog {
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Events seen after [`MAX_EVENTS`] were kept.
+    dropped: Arc<AtomicUsize>,
     changed: watch::Receiver<usize>,
     tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     /// A plan's log: no watch feeds it, and each wait is written to this record and met at once.
@@ -78,11 +90,12 @@ impl EventLog {
     pub fn detached() -> (EventLog, impl Fn(Seen)) {
         let (tx, rx) = watch::channel(0usize);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default(), planned: None };
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let log = EventLog { seen: seen.clone(), dropped: dropped.clone(), changed: rx, tasks: Arc::default(), planned: None };
         let push = move |e: Seen| {
-            let mut g = seen.lock().unwrap();
-            g.push(e);
-            let _ = tx.send(g.len());
+            if let Some(len) = keep(&seen, &dropped, e) {
+                let _ = tx.send(len);
+            }
         };
         (log, push)
     }
@@ -116,7 +129,8 @@ impl EventLog {
         let (tx, rx) = watch::channel(0usize);
         let tx = Arc::new(tx);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = EventLog { seen: seen.clone(), changed: rx, tasks: Arc::default(), planned: None };
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let log = EventLog { seen: seen.clone(), dropped: dropped.clone(), changed: rx, tasks: Arc::default(), planned: None };
         let node_api: Api<Event> = Api::all(client.clone());
         let node_fields = format!("involvedObject.kind=Node,involvedObject.name={node}");
         let mut watches = vec![(node_api, watcher::Config::default().fields(&node_fields))];
@@ -126,6 +140,7 @@ impl EventLog {
         let count = watches.len();
         for (api, cfg) in watches {
             let seen = seen.clone();
+            let dropped = dropped.clone();
             let tx = tx.clone();
             let ready = ready_tx.clone();
             let task = tokio::spawn(async move {
@@ -175,9 +190,9 @@ impl EventLog {
                         at: Instant::now(),
                         occurrences: u32::try_from(count - before).unwrap_or(1),
                     };
-                    let mut g = seen.lock().unwrap();
-                    g.push(s);
-                    let _ = tx.send(g.len());
+                    if let Some(len) = keep(&seen, &dropped, s) {
+                        let _ = tx.send(len);
+                    }
                 }
             });
             log.tasks.lock().unwrap().push(task);
@@ -220,6 +235,17 @@ impl EventLog {
         self.seen.lock().unwrap().clone()
     }
 
+    /// How many events were seen and not kept, past [`MAX_EVENTS`].
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The report's note when events were dropped.
+    pub fn dropped_note(&self) -> Option<String> {
+        let n = self.dropped();
+        (n > 0).then(|| format!("the run's event record kept the first {MAX_EVENTS} events and dropped {n} more: the snapshot and the timeline lack them"))
+    }
+
     /// Wait until every gate is matched by some event, or fail with what was seen.
     pub async fn wait_for(&self, gates: &[(EventGate, Regex)], within: Duration) -> Result<(), EventsError> {
         if let Some(rec) = &self.planned {
@@ -238,12 +264,38 @@ impl EventLog {
             match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => continue,
                 _ => {
-                    let seen = self.seen().iter().map(|s| format!("  {} {}/{} {}: {}", s.type_, s.kind, s.name, s.reason, s.message)).collect::<Vec<_>>();
+                    use crate::terminal::field;
+                    let seen = self
+                        .seen()
+                        .iter()
+                        .map(|s| format!("  {} {}/{} {}: {}", field(&s.type_), field(&s.kind), field(&s.name), field(&s.reason), field(&s.message)))
+                        .collect::<Vec<_>>();
                     return Err(EventsError::Missing { within, missing, seen: seen.join("\n") });
                 }
             }
         }
     }
+}
+
+/// Keep `s` in `seen` unless [`MAX_EVENTS`] are kept already (then count it in `dropped`), its message
+/// cut to [`MAX_MESSAGE`] bytes. The number kept, if it was kept.
+fn keep(seen: &Mutex<Vec<Seen>>, dropped: &AtomicUsize, mut s: Seen) -> Option<usize> {
+    let mut g = seen.lock().unwrap_or_else(|p| p.into_inner());
+    if g.len() >= MAX_EVENTS {
+        dropped.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    if s.message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !s.message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let more = s.message.len() - end;
+        s.message.truncate(end);
+        s.message.push_str(&format!("... ({more} bytes more dropped)"));
+    }
+    g.push(s);
+    Some(g.len())
 }
 
 /// How long the watches may take to list the events already there.
@@ -785,5 +837,35 @@ mod tests {
         assert!(err.contains("FailedCreatePodSandBox") && err.contains("Scheduled"), "{err}");
         push(seen("Pod", "p", "FailedCreatePodSandBox", r#"Failed to create pod sandbox: failed to get sandbox image "faultlab.invalid/cce-pause:3.1": x"#, Instant::now()));
         log.wait_for(&gates, Duration::from_millis(50)).await.unwrap();
+    }
+
+    /// An event that never matches, seen: its fields are the cluster's, so the error quoting them
+    /// shows their controls as escapes, each event on its own line.
+    #[tokio::test]
+    async fn what_was_seen_is_quoted_terminal_safe() {
+        let (log, push) = EventLog::detached();
+        let gates = compile(&[EventGate { reason: "Never".into(), type_: None, message: "x".into() }], &crate::vars::Vars::placeholder()).unwrap();
+        push(seen("Pod", "p\u{9b}2J", "Bad\x1b]0;t\x07", "one\n  Warning Pod/forged Fake: two\x7f", Instant::now()));
+        let err = log.wait_for(&gates, Duration::from_millis(10)).await.unwrap_err().to_string();
+        let seen_lines: Vec<&str> = err.lines().skip_while(|l| *l != "seen:").skip(1).collect();
+        assert_eq!(seen_lines, [r"  Warning Pod/p\u{9b}2J Bad\u{1b}]0;t\u{7}: one\n  Warning Pod/forged Fake: two\u{7f}"]);
+    }
+
+    /// A flood of events is kept to [`MAX_EVENTS`], the rest counted and said; a long message is cut.
+    #[test]
+    fn the_record_is_bounded_and_says_what_it_dropped() {
+        let (log, push) = EventLog::detached();
+        assert_eq!(log.dropped_note(), None);
+        for i in 0..MAX_EVENTS + 7 {
+            push(seen("Pod", "p", "Flood", &format!("{i}"), Instant::now()));
+        }
+        assert_eq!(log.seen().len(), MAX_EVENTS);
+        assert_eq!(log.seen().last().unwrap().message, format!("{}", MAX_EVENTS - 1), "the first ones are kept");
+        assert_eq!(log.dropped(), 7);
+        assert_eq!(log.dropped_note().unwrap(), format!("the run's event record kept the first {MAX_EVENTS} events and dropped 7 more: the snapshot and the timeline lack them"));
+        let (log, push) = EventLog::detached();
+        push(seen("Pod", "p", "Long", &"é".repeat(MAX_MESSAGE), Instant::now()));
+        let message = &log.seen()[0].message;
+        assert_eq!(message, &format!("{}... ({} bytes more dropped)", "é".repeat(MAX_MESSAGE / 2), MAX_MESSAGE));
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use askama::Template;
 
 use crate::record::Phase;
-use crate::report::{ScenarioReport, Status, SuiteReport, Timeline};
+use crate::report::{PodState, ScenarioReport, Status, SuiteReport, Timeline};
 use crate::snapshot::SnapshotResult;
 
 /// The timeline's width in pixels, whatever the run's length.
@@ -69,7 +69,16 @@ pub fn suite_page(report: &SuiteReport, title: &str) -> String {
     };
     // Every value the template writes is a string or a number written into a String, and no filter
     // it uses can fail: askama has no error to give here.
-    page.render().expect("the report page renders")
+    terminal_safe(page.render().expect("the report page renders"))
+}
+
+/// A page with the controls of the cluster's text (askama escapes markup, not them) shown as escapes:
+/// the page is read with `cat` and `less` too, and XML forbids most of them in its inline SVG.
+fn terminal_safe(page: String) -> String {
+    match crate::terminal::lines(&page) {
+        std::borrow::Cow::Borrowed(_) => page,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
 }
 
 #[derive(Template)]
@@ -462,16 +471,8 @@ impl Svg {
     /// One row per pod, in the order they appeared: each state from when it was seen to the next
     /// (the last one to the timeline's end).
     fn pod_lane(&mut self, t: &Timeline, scale: &Scale, top: f64) -> f64 {
-        let mut pods: Vec<&str> = vec![];
-        for p in &t.pods {
-            if !pods.contains(&p.pod.as_str()) {
-                pods.push(&p.pod);
-            }
-        }
         let mut y = top;
-        for pod in pods {
-            let mut states: Vec<_> = t.pods.iter().filter(|p| p.pod == pod).collect();
-            states.sort_by(|a, b| a.at.total_cmp(&b.at));
+        for (pod, states) in pod_rows(&t.pods) {
             let name: String = if pod.chars().count() > POD_NAME { pod.chars().take(POD_NAME - 1).chain(['…']).collect() } else { pod.to_string() };
             self.lane(y + 11.0, &name, pod);
             for (i, s) in states.iter().enumerate() {
@@ -490,6 +491,25 @@ impl Svg {
         }
         y - POD_GAP
     }
+}
+
+/// The pods' states by pod, the pods in the order they appeared, each one's states in time order: one
+/// pass over the states (a pod's row found by its name), so a run whose pods changed state many times
+/// costs time in proportion.
+fn pod_rows(states: &[PodState]) -> Vec<(&str, Vec<&PodState>)> {
+    let mut rows: Vec<(&str, Vec<&PodState>)> = vec![];
+    let mut row_of: HashMap<&str, usize> = HashMap::new();
+    for s in states {
+        let row = *row_of.entry(s.pod.as_str()).or_insert_with(|| {
+            rows.push((s.pod.as_str(), vec![]));
+            rows.len() - 1
+        });
+        rows[row].1.push(s);
+    }
+    for (_, states) in &mut rows {
+        states.sort_by(|a, b| a.at.total_cmp(&b.at));
+    }
+    rows
 }
 
 /// The ticks at every multiple of the step from 0 to the span.
@@ -626,7 +646,7 @@ pub fn debrief_page(d: &Debrief) -> String {
         checks: d.checks.iter().map(|c| Item { at: clock(c.at), fixed: c.fixed, text: "", failing: &c.failing }).collect(),
     };
     // As the suite page: strings and numbers only, and no filter that can fail.
-    page.render().expect("the debrief page renders")
+    terminal_safe(page.render().expect("the debrief page renders"))
 }
 
 #[derive(Template)]
@@ -825,7 +845,7 @@ mod tests {
 
     use super::*;
     use crate::events::Normalised;
-    use crate::report::{PhaseSpan, PodState, TimedEvent, TimedWait};
+    use crate::report::{PhaseSpan, TimedEvent, TimedWait};
     use crate::runner::Timings;
 
     fn event(at: f64, type_: &str, reason: &str, message: &str) -> TimedEvent {
@@ -917,6 +937,47 @@ mod tests {
         assert!(page.contains("refusing to run disk-full on kind: &#60;the host&#39;s disk&#62;") || page.contains("refusing to run disk-full on kind: &lt;the host&#39;s disk&gt;") || page.contains("&lt;the host&#x27;s disk&gt;"), "escaped: {page}");
         assert!(!page.contains("The events were not compared"), "{page}");
         assert!(!suite_page(&suite(), "t").contains("<span class=\"status refused\""), "no refused run, no count");
+    }
+
+    /// An event's text is the cluster's: markup in it stays text (askama), and its controls are shown
+    /// as escapes, wherever the page writes it (the mark's hover text, the label, the error).
+    #[test]
+    fn an_events_markup_and_controls_come_out_escaped() {
+        let mut report = suite();
+        let hostile = "<script>alert(1)</script>\x1b]0;owned\x07\u{9b}2J";
+        let run = &mut report.scenarios[0];
+        run.timeline.events.push(event(5.0, "Warning", "Bad<script>\x1b[2J", hostile));
+        run.timeline.pods.push(PodState { at: 6.0, pod: "web-\x1b[8m".into(), state: "Running <b>\x1b[2J".into() });
+        run.error = Some(format!("event: {hostile}"));
+        run.notes.push(format!("note {hostile}"));
+        let page = suite_page(&report, "t");
+        assert!(!page.contains("<script"), "no markup from the event");
+        assert!(!page.contains("<b>"), "no markup from the pod state");
+        assert!(!page.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "no control character from the event");
+        assert!(page.contains(r"&#60;script&#62;alert(1)&#60;/script&#62;\u{1b}]0;owned\u{7}\u{9b}2J"), "{page}");
+        assert!(page.contains(r"Bad&#60;script&#62;\u{1b}[2J"), "the label");
+        let debrief = debrief_page(&Debrief { broke: report.scenarios[0].timeline.clone(), ..debrief() });
+        assert!(!debrief.contains("<script") && !debrief.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+    }
+
+    /// The pod lane takes one pass over the pods' states: 20,000 states of 10,000 pods (each created,
+    /// then running) make 10,000 rows of two segments each, in the order the pods appeared.
+    #[test]
+    fn many_pod_states_make_one_row_per_pod_in_one_pass() {
+        let pods = 10_000;
+        let mut states: Vec<PodState> = (0..pods).map(|i| PodState { at: i as f64 / 1000.0, pod: format!("web-{i:05}"), state: "Pending ContainerCreating".into() }).collect();
+        // Each pod's second state, listed newest first: a row still comes out in time order.
+        states.extend((0..pods).rev().map(|i| PodState { at: 20.0 + i as f64 / 1000.0, pod: format!("web-{i:05}"), state: "Running ready".into() }));
+        let rows = pod_rows(&states);
+        assert_eq!(rows.len(), pods);
+        assert!(rows.iter().enumerate().all(|(i, (pod, s))| *pod == format!("web-{i:05}") && s.len() == 2 && s[0].state.starts_with("Pending") && s[1].state == "Running ready"));
+        let t = Timeline { started: "2026-05-01T10:00:00Z".into(), pods: states, ..Timeline::default() };
+        let svg = Svg::new(&t, 0, "many pods");
+        assert_eq!(svg.pods.len(), 2 * pods);
+        assert_eq!(svg.lanes.iter().filter(|l| l.title.starts_with("web-")).count(), pods);
+        let mut report = suite();
+        report.scenarios[0].timeline = t;
+        assert_eq!(suite_page(&report, "t").matches(r#"<g class="pod-state""#).count(), 2 * pods + 4, "and the page has a segment each (the other run has 4)");
     }
 
     #[test]

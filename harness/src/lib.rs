@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
-//!    [`home`], [`statefile`]
+//!    [`home`], [`statefile`], [`terminal`], [`atomic`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
@@ -20,6 +20,7 @@
 //! 9. suite, report, train, clean up: [`suite`], [`report`], [`html`], [`training`], [`cleanup`]; the command
 //!    line is `main.rs`.
 
+pub mod atomic;
 pub mod check;
 pub mod cleanup;
 pub mod cmd;
@@ -52,6 +53,7 @@ pub mod schedule;
 pub mod snapshot;
 pub mod statefile;
 pub mod suite;
+pub mod terminal;
 pub mod testbed;
 pub mod training;
 pub mod vars;

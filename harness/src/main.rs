@@ -661,7 +661,7 @@ fn main() {
         Ok(()) => exit(0),
         Err(e) if closed_pipe(&e) => exit(status::CLOSED_PIPE),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", faultlab::terminal::lines(&format!("{e:#}")));
             exit(error_status(&e))
         }
     }
@@ -872,7 +872,7 @@ async fn run(cli: Cli) -> Result<()> {
                     out!("{}", report.line());
                 } else {
                     for n in &report.notes {
-                        eprintln!("note: {n}");
+                        eprintln!("note: {}", faultlab::terminal::lines(n));
                     }
                 }
                 done[i] = Some(report);
@@ -918,7 +918,7 @@ async fn run(cli: Cli) -> Result<()> {
                 eprintln!("{notice}");
             }
             if let Some(path) = junit {
-                std::fs::write(&path, suite.junit()).with_context(|| format!("writing {}", path.display()))?;
+                faultlab::atomic::write(&path, suite.junit().as_bytes()).context("--junit")?;
             }
             if let Some(dir) = html {
                 let page = write_html(&dir, &suite, "faultlab run")?;
@@ -948,13 +948,13 @@ async fn run(cli: Cli) -> Result<()> {
             let session = training::train(&s, &choice, allow_existing.as_deref(), rec_phase).await;
             ticker.abort();
             let session = session?;
-            outp!("{}", training::on_call_view(&session).await?);
+            outp!("{}", faultlab::terminal::lines(&training::on_call_view(&session).await?));
             out!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
         }
         Command::Hint { session } => {
             let mut s = training::Session::find(session.session.as_deref())?;
             match training::hint(&mut s)? {
-                Some(h) => out!("hint {}: {h}", s.hints_used),
+                Some(h) => out!("{}", training::hint_text(s.hints_used, &h)),
                 None => out!("no more hints; `faultlab solution` shows the documented fix"),
             }
         }
@@ -989,15 +989,13 @@ async fn run(cli: Cli) -> Result<()> {
                 out!("`faultlab reset` restores the cluster and closes the session.");
             } else {
                 out!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
-                for f in &verdict.failing {
-                    out!("  - {}", f.replace('\n', "\n    "));
-                }
+                outp!("{}", training::failing_text(&verdict.failing));
                 exit(status::FAILED);
             }
         }
         Command::Solution { session, apply } => {
             let mut s = training::Session::find(session.session.as_deref())?;
-            outp!("{}", training::solution(&mut s, apply).await?);
+            outp!("{}", faultlab::terminal::lines(&training::solution(&mut s, apply).await?));
         }
         Command::Reset { session } => {
             let s = training::Session::find(session.session.as_deref())?;
@@ -1046,8 +1044,7 @@ async fn run(cli: Cli) -> Result<()> {
                 None => outp!("{text}"),
                 Some(path) if std::fs::read_to_string(&path).is_ok_and(|old| old == text) => {}
                 Some(path) => {
-                    let tmp = path.with_extension("yaml.tmp");
-                    std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &path)).with_context(|| format!("writing {}", path.display()))?;
+                    faultlab::atomic::write(&path, text.as_bytes()).context("testbed describe --out")?;
                     eprintln!("wrote {}", path.display());
                 }
             }
@@ -1151,8 +1148,7 @@ fn new_snapshots_notice(suite: &SuiteReport, strict: bool) -> Option<String> {
 
 /// Write `suite`'s HTML report to DIR/index.html; its path.
 fn write_html(dir: &std::path::Path, suite: &SuiteReport, title: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let page = dir.join("index.html");
-    std::fs::write(&page, faultlab::html::suite_page(suite, title)).with_context(|| format!("writing {}", page.display()))?;
+    faultlab::atomic::write(&page, faultlab::html::suite_page(suite, title).as_bytes()).context("--html")?;
     Ok(page)
 }

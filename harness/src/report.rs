@@ -93,8 +93,11 @@ impl ScenarioReport {
 
     /// One line: status, name, every phase's time and the snapshot's status; then, a line each, the
     /// error, the snapshot's paragraph (`snapshot:` when it changed, `new snapshot:` when there was
-    /// none), teardown errors, where the logs are, and notes.
+    /// none), teardown errors, where the logs are, and notes. Terminal-safe ([`crate::terminal`]): the
+    /// platform is what the nodes say, and errors and notes quote the cluster's events and what node
+    /// commands printed.
     pub fn line(&self) -> String {
+        use crate::terminal::{field, lines};
         let phases: Vec<String> = Phase::ALL
             .iter()
             .map(|p| match self.timings.get(*p) {
@@ -109,27 +112,27 @@ impl ScenarioReport {
             Status::Refused => "REFUSED",
         };
         let snapshot = self.snapshot.status().map_or("-", SnapshotStatus::as_str);
-        let mut line = format!("{status} {} [{}] {} snapshot={snapshot}", self.scenario, self.platform, phases.join(" "));
+        let mut line = format!("{status} {} [{}] {} snapshot={snapshot}", field(&self.scenario), field(&self.platform), phases.join(" "));
         // A snapshot paragraph that is the error (a changed one; a new one in a report of an older faultlab)
         // is printed once, as the snapshot's line.
         let snapshot_error = matches!(&self.snapshot, SnapshotResult::Changed(d) | SnapshotResult::New(d) if self.error.as_ref() == Some(d));
         if let Some(e) = self.error.as_ref().filter(|_| !snapshot_error) {
             let phase = self.failed_phase.map(|p| format!(" in {}", p.as_str())).unwrap_or_default();
-            line.push_str(&format!("\n  error{phase}: {}", e.replace('\n', "\n  ")));
+            line.push_str(&format!("\n  error{phase}: {}", lines(e).replace('\n', "\n  ")));
         }
         match &self.snapshot {
-            SnapshotResult::Changed(d) => line.push_str(&format!("\n  snapshot: {d}")),
-            SnapshotResult::New(d) => line.push_str(&format!("\n  new snapshot: {d}")),
+            SnapshotResult::Changed(d) => line.push_str(&format!("\n  snapshot: {}", lines(d))),
+            SnapshotResult::New(d) => line.push_str(&format!("\n  new snapshot: {}", lines(d))),
             SnapshotResult::Matched | SnapshotResult::Skipped(_) => {}
         }
         for t in &self.teardown_errors {
-            line.push_str(&format!("\n  teardown: {t}"));
+            line.push_str(&format!("\n  teardown: {}", lines(t)));
         }
         if let Some(logs) = &self.logs {
-            line.push_str(&format!("\n  logs: {logs}"));
+            line.push_str(&format!("\n  logs: {}", field(logs)));
         }
         for n in &self.notes {
-            line.push_str(&format!("\n  note: {n}"));
+            line.push_str(&format!("\n  note: {}", lines(n)));
         }
         line
     }
@@ -244,6 +247,33 @@ mod tests {
         assert!(suite.passed());
         let json: serde_json::Value = serde_json::from_str(&suite.json()).unwrap();
         assert_eq!(json["scenarios"][0]["timings"]["symptom"], 4.0);
+    }
+
+    /// What the cluster said reaches the terminal only as visible escapes: no escape sequence, no C1
+    /// control, and no line the report did not make.
+    #[test]
+    fn a_line_is_terminal_safe() {
+        let mut r = ScenarioReport::ignored("pause-missing", "");
+        r.status = Status::Failed;
+        r.platform = "k8s\n PASS".into();
+        r.error = Some("event Bad: \x1b]0;owned\x07\u{9b}2J\nsecond line\x7f".into());
+        r.snapshot = SnapshotResult::Changed("differs:\n    unexpected: \x1b[2J".into());
+        r.teardown_errors = vec!["\x1bc".into()];
+        r.notes = vec!["held\x1b[8m".into()];
+        let line = r.line();
+        assert!(!line.chars().any(|c| c.is_control() && c != '\n'), "{line:?}");
+        assert_eq!(
+            line.lines().collect::<Vec<_>>(),
+            [
+                r"FAIL pause-missing [k8s\n PASS] setup=- inject=- symptom=- fix=- recovery=- teardown=- snapshot=changed",
+                r"  error: event Bad: \u{1b}]0;owned\u{7}\u{9b}2J",
+                r"  second line\u{7f}",
+                "  snapshot: differs:",
+                r"    unexpected: \u{1b}[2J",
+                r"  teardown: \u{1b}c",
+                r"  note: held\u{1b}[8m",
+            ]
+        );
     }
 
     /// A scenario the platform refused: not a failure (the suite passed nothing wrong), but listed as

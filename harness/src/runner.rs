@@ -488,6 +488,11 @@ impl Run {
         events
     }
 
+    /// What the report says when the event record dropped events past [`events::MAX_EVENTS`].
+    pub fn events_dropped_note(&self) -> Option<String> {
+        self.events.as_ref().and_then(EventLog::dropped_note)
+    }
+
     /// The objects whose events their source may have held back during the run (its event recorder's
     /// spam filter), named as snapshots name them.
     pub fn withheld_events(&self) -> Vec<events::Withheld> {

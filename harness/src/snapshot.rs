@@ -184,8 +184,14 @@ pub enum SnapshotError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what} {value:?} is not a plain name (letters, digits, '-', '_' and '.', not starting with '.')")]
+    #[error("{what} {value:?} is not a plain name (lowercase letters, digits, '-', '_' and '.', starting with a letter or digit, no '..'), so it cannot name a snapshot file")]
     Name { what: &'static str, value: String },
+    #[error("writing the snapshot {}: {source}", path.display())]
+    Install {
+        path: PathBuf,
+        #[source]
+        source: crate::atomic::AtomicError,
+    },
     #[error("no snapshot of {name} waits for review in {}{}", dir.display(), if pending.is_empty() { String::new() } else { format!(" (waiting: {})", pending.join(", ")) })]
     NoPending { name: String, dir: PathBuf, pending: Vec<String> },
     #[error("{name} has snapshots waiting for review on several platforms ({}); pass --platform with one of them", platforms.join(", "))]
@@ -325,6 +331,10 @@ impl Store {
     /// event recorder (its spam filter: [`crate::events::SPAM_BURST`]). A snapshot whose only
     /// difference is such events missing matches, with a note naming them and why.
     pub fn check_held_back(&self, platform: &str, scenario: &str, events: &[Normalised], withheld: &[Withheld]) -> (SnapshotResult, Option<String>) {
+        // The platform comes from what the cluster's nodes report: checked before it is a path.
+        if let Err(e) = plain("platform", platform).and_then(|()| plain("scenario", scenario)) {
+            return (SnapshotResult::Changed(format!("not compared: {}", crate::terminal::field(&e.to_string()))), None);
+        }
         let snap = self.path(platform, scenario);
         let new = self.new_path(platform, scenario);
         let stored = match std::fs::read_to_string(&snap) {
@@ -452,7 +462,7 @@ impl Store {
     /// The pending snapshots of one platform's directory in `from`.
     fn pending_in(&self, from: &Path, dir: &Path, platform: &str) -> Result<Vec<Pending>, SnapshotError> {
         if plain("platform", platform).is_err() {
-            return Err(SnapshotError::NotPending { path: dir.to_path_buf(), why: format!("{platform:?} is not a platform's name (letters, digits, '-', '_' and '.')") });
+            return Err(SnapshotError::NotPending { path: dir.to_path_buf(), why: format!("{platform:?} is not a platform's name (lowercase letters, digits, '-', '_' and '.')") });
         }
         let mut out = Vec::new();
         for (path, file, kind) in entries(dir)? {
@@ -595,25 +605,9 @@ fn owner_refusal(owner: u32, euid: u32, invoking: u32) -> Option<String> {
         .then(|| format!("owned by uid {owner}: running as root, faultlab reads back only files owned by root or by the user who invoked it (uid {invoking})"))
 }
 
-/// Write `text` to `path` whole or not at all: into a new temporary file beside it (created, so never
-/// opened through a link someone left there), synced, then renamed over `path` (which replaces a
-/// symbolic link at `path` instead of writing through it).
+/// Write `text` to `path` whole or not at all, never through a link ([`crate::atomic::write`]).
 fn install(path: &Path, text: &str) -> Result<(), SnapshotError> {
-    let write_error = |source| SnapshotError::Write { path: path.to_path_buf(), source };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write_error)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::names::random_suffix(8)));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        write_error(e)
-    })
+    crate::atomic::write(path, text.as_bytes()).map_err(|source| SnapshotError::Install { path: path.to_path_buf(), source })
 }
 
 /// When the only difference from the reviewed snapshot is events missing that their source may have
@@ -664,7 +658,8 @@ fn quote(path: &Path) -> String {
 
 /// A scenario or platform name used as a file name: nothing that leaves its directory.
 fn plain(what: &'static str, value: &str) -> Result<(), SnapshotError> {
-    let ok = !value.is_empty() && !value.starts_with('.') && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let lower = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = value.starts_with(lower) && value.chars().all(|c| lower(c) || matches!(c, '-' | '_' | '.')) && !value.contains("..");
     if ok {
         Ok(())
     } else {
@@ -732,10 +727,14 @@ impl Pending {
         let change = self.change()?;
         let paint = |code: &str, text: String| if colour { format!("\x1b[{code}m{text}\x1b[0m") } else { text };
         let mut out = String::new();
+        // Names and paths as the directories spell them: escaped too.
+        let (name, platform) = (crate::terminal::field(&self.name), crate::terminal::field(&self.platform));
+        let (snap, new) = (self.snap.display().to_string(), self.new.display().to_string());
+        let (snap, new) = (crate::terminal::field(&snap), crate::terminal::field(&new));
         match &change.stored {
             None => {
-                out.push_str(&paint("1", format!("{} on {}: new, no reviewed snapshot yet", self.name, self.platform)));
-                out.push_str(&format!("\n  {} ({} events)\n", self.new.display(), change.new.len()));
+                out.push_str(&paint("1", format!("{name} on {platform}: new, no reviewed snapshot yet")));
+                out.push_str(&format!("\n  {new} ({} events)\n", change.new.len()));
                 for e in &change.new {
                     out.push_str(&paint("32", format!("  + {}", one_line(e))));
                     out.push('\n');
@@ -743,13 +742,13 @@ impl Pending {
             }
             // Another machine's first run on a platform this set has reviewed since (a CI artefact).
             Some(stored) if *stored == change.new => {
-                out.push_str(&paint("1", format!("{} on {}: the same as the reviewed snapshot ({} event(s)); accepting it changes nothing", self.name, self.platform, stored.len())));
-                out.push_str(&format!("\n  = {}\n  = {}\n", self.snap.display(), self.new.display()));
+                out.push_str(&paint("1", format!("{name} on {platform}: the same as the reviewed snapshot ({} event(s)); accepting it changes nothing", stored.len())));
+                out.push_str(&format!("\n  = {snap}\n  = {new}\n"));
             }
             Some(stored) => {
                 let (missing, unexpected) = difference(stored, &change.new);
-                out.push_str(&paint("1", format!("{} on {}: differs from the reviewed snapshot", self.name, self.platform)));
-                out.push_str(&format!("\n  - {}\n  + {}\n", self.snap.display(), self.new.display()));
+                out.push_str(&paint("1", format!("{name} on {platform}: differs from the reviewed snapshot")));
+                out.push_str(&format!("\n  - {snap}\n  + {new}\n"));
                 for e in &missing {
                     out.push_str(&paint("31", format!("  - {}", one_line(e))));
                     out.push('\n');
@@ -948,8 +947,11 @@ pub fn difference<'a>(stored: &'a [Normalised], new: &'a [Normalised]) -> (Vec<&
     (missing, unexpected)
 }
 
+/// An event on one line, each field terminal-safe ([`crate::terminal::field`]): its text is the
+/// cluster's.
 fn one_line(e: &Normalised) -> String {
-    format!("{} {} {} ({}): {}", e.object, e.type_, e.reason, e.source, e.message)
+    use crate::terminal::field;
+    format!("{} {} {} ({}): {}", field(&e.object), field(&e.type_), field(&e.reason), field(&e.source), field(&e.message))
 }
 
 #[cfg(test)]
@@ -1403,15 +1405,66 @@ mod tests {
         std::fs::write(&outside, "keep me").unwrap();
         std::fs::create_dir_all(s.dir.join("p")).unwrap();
         std::os::unix::fs::symlink(&outside, s.new_path("p", "web")).unwrap();
-        assert!(matches!(s.check("p", "web", &[ev("A", "b")]), SnapshotResult::New(_)));
+        let result = s.check("p", "web", &[ev("A", "b")]);
+        let detail = result.detail().unwrap_or_default();
+        assert!(matches!(result, SnapshotResult::New(_)), "{result:?}");
+        assert!(
+            detail.contains(&format!("refusing to write {}: it is a symbolic link", s.new_path("p", "web").display())),
+            "the refusal names the link: {detail}"
+        );
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me", "not written through the link");
-        assert!(std::fs::symlink_metadata(s.new_path("p", "web")).unwrap().is_file(), "the link was replaced by the file");
+        assert!(std::fs::symlink_metadata(s.new_path("p", "web")).unwrap().file_type().is_symlink(), "the link is left as it was");
         assert_eq!(files(&s.dir), ["p/web.snap.new"], "no temporary file left");
         // A pending snapshot that is a link is not accepted, and the reviewed one is not written.
-        std::fs::remove_file(s.new_path("p", "web")).unwrap();
-        std::os::unix::fs::symlink(&outside, s.new_path("p", "web")).unwrap();
         let err = s.accept("web", None);
         assert!(matches!(&err, Err(SnapshotError::ReadBack { .. })), "{err:?}");
         assert!(!s.path("p", "web").exists());
+        // A reviewed snapshot that is a link is not written through when a pending one is accepted.
+        std::fs::remove_file(s.new_path("p", "web")).unwrap();
+        assert!(matches!(s.check("p", "web", &[ev("A", "b")]), SnapshotResult::New(_)));
+        std::os::unix::fs::symlink(&outside, s.path("p", "web")).unwrap();
+        let err = s.accept("web", None).unwrap_err();
+        assert!(matches!(&err, SnapshotError::Install { source: crate::atomic::AtomicError::Symlink { .. }, .. }), "{err:?}");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    }
+
+    /// The platform is what the cluster's nodes say and the scenario a file's name: neither may leave
+    /// the expectations directory, or name a file no person would look for.
+    #[rstest::rstest]
+    #[case::parent("../../outside", "web", "platform \"../../outside\"")]
+    #[case::slash("k8s/1.20", "web", "platform \"k8s/1.20\"")]
+    #[case::dots("k8s..1", "web", "platform \"k8s..1\"")]
+    #[case::hidden(".k8s", "web", "platform \".k8s\"")]
+    #[case::option("-k8s", "web", "platform \"-k8s\"")]
+    #[case::upper("K8S-1.20", "web", "platform \"K8S-1.20\"")]
+    #[case::escape("k8s\u{1b}[2J", "web", "platform \"k8s\\u{1b}[2J\"")]
+    #[case::empty("", "web", "platform \"\"")]
+    #[case::scenario("k8s-1.20-containerd-1.6-amd64", "../web", "scenario \"../web\"")]
+    fn a_name_that_is_not_plain_forms_no_path(#[case] platform: &str, #[case] scenario: &str, #[case] named: &str) {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let result = s.check(platform, scenario, &[ev("A", "b")]);
+        let detail = result.detail().unwrap_or_default().to_string();
+        assert!(matches!(result, SnapshotResult::Changed(_)), "{result:?}");
+        assert!(detail.starts_with(&format!("not compared: {named} is not a plain name")), "{detail}");
+        assert!(!detail.contains('\x1b'), "{detail:?}");
+        assert_eq!(files(tmp.path()), Vec::<String>::new(), "nothing written");
+    }
+
+    /// `snapshots review` shows the cluster's text: an escape sequence or a newline in an event is shown
+    /// as an escape, on the event's own line.
+    #[test]
+    fn review_shows_an_events_controls_as_escapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let hostile = Normalised { object: "Pod/web\u{9b}31m".into(), ..ev("Bad\x1b]0;owned\x07", "line\n+ Pod/forged Normal Started (kubelet): ok\x1b[2J\x7f") };
+        assert!(matches!(s.check("p", "web", &[hostile]), SnapshotResult::New(_)));
+        let mut out = Vec::new();
+        assert_eq!(list_pending(&s, None, &mut out, false).unwrap(), 1);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        let line = text.lines().find(|l| l.starts_with("  + ")).unwrap();
+        assert_eq!(line, r"  + Pod/web\u{9b}31m Normal Bad\u{1b}]0;owned\u{7} (kubelet): line\n+ Pod/forged Normal Started (kubelet): ok\u{1b}[2J\u{7f}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("  + ")).count(), 1, "{text}");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::journal;
 use crate::node::NodeProfile;
@@ -33,6 +33,10 @@ impl ProviderChoice {
     }
 }
 
+/// How long `docker info` may take when looking for a cluster: a Docker daemon that hangs must not
+/// hang `faultlab plan` with it.
+pub const DOCKER_INFO_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Find a cluster to run on: the test bed's description if present, else kind with Docker. The error
 /// says why there is none (the test suite reports it as the reason a scenario is ignored).
 pub fn detect() -> Result<ProviderChoice, String> {
@@ -42,14 +46,18 @@ pub fn detect() -> Result<ProviderChoice, String> {
     }
     let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
     if on_path("kind") && on_path("docker") {
-        let docker_up = std::process::Command::new("docker").arg("info").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success());
-        if docker_up {
+        let answer = crate::cmd::status_within(&["docker".into(), "info".into()], DOCKER_INFO_TIMEOUT);
+        if answer.as_ref().is_ok_and(|status| *status == 0) {
             if let Some(arch) = Arch::host() {
                 let node_image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
                 return Ok(ProviderChoice::Kind { arch, keep: false, node_image, cluster: None });
             }
         }
-        return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer", bed.display()));
+        let why = match answer {
+            Ok(status) => format!("`docker info` exited with status {status}"),
+            Err(e) => e.to_string(),
+        };
+        return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer ({why})", bed.display()));
     }
     Err(format!("no cluster: no test-bed description at {} (run ci/testbed/up) and no kind + Docker on PATH", bed.display()))
 }
@@ -732,6 +740,7 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     report.events = run.normalised_events();
     let withheld = run.withheld_events();
     report.timeline = run.timeline();
+    report.notes.extend(run.events_dropped_note());
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
     match outcome.result {
         Ok(()) => {

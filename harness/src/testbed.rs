@@ -61,6 +61,9 @@ impl TestBed {
                     message: "a node needs `netns`, `container` or `ssh` so commands can reach it".into(),
                 });
             }
+            if let Some(message) = node.ssh.as_ref().and_then(SshAccess::destination_problem) {
+                return Err(DataFileError::Invalid { path: path.to_owned(), field: format!("nodes[{i}].ssh.destination"), message });
+            }
         }
         Ok(bed)
     }
@@ -511,6 +514,28 @@ pub(crate) mod tests {
         let path = dir.path().join("testbed.yaml");
         std::fs::write(&path, &text).unwrap();
         assert_eq!(TestBed::read(&path).unwrap(), bed, "{text}");
+    }
+
+    /// A destination ssh would read as an option, or that is no host's name, is refused when the
+    /// description is read: the error names the file and the field.
+    #[rstest::rstest]
+    #[case::option("-oProxyCommand=touch /tmp/x", "it begins with '-', so ssh would read it as an option")]
+    #[case::option_after_space("root@vm -oProxyCommand=x", "it has whitespace in it")]
+    #[case::newline("vm\nx", "it has whitespace in it")]
+    #[case::escape("vm\x1b[2J", "it has a control character in it")]
+    #[case::empty("", "it is empty")]
+    fn a_hostile_ssh_destination_is_refused_when_read(#[case] destination: &str, #[case] why: &str) {
+        let mut facts = sample_facts();
+        facts.ssh_destination = Some("root@127.0.0.1".into());
+        let mut bed = facts.testbed().unwrap();
+        bed.nodes[0].ssh.as_mut().unwrap().destination = destination.into();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("testbed.yaml");
+        std::fs::write(&path, bed.to_yaml()).unwrap();
+        let err = TestBed::read(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: nodes[0].ssh.destination: ", path.display())), "{err}");
+        assert!(err.ends_with(&format!("is not an ssh destination ([user@]host): {why}")), "{err}");
+        assert!(!err.contains('\x1b'), "{err:?}");
     }
 
     /// `faultlab testbed describe` takes the ssh options from the command line, `-o` values included.

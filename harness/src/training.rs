@@ -355,6 +355,7 @@ fn pod_status(p: &Pod) -> String {
 
 /// What a person on call would see: `kubectl get pods` and the events of `kubectl describe pod`.
 pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
+    use crate::terminal::field;
     let client = session.client().await?;
     let loaded = session.loaded()?;
     let ns = &session.namespace;
@@ -385,12 +386,13 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
         let ready = cs.iter().filter(|c| c.ready).count();
         let restarts: i32 = cs.iter().map(|c| c.restart_count).sum();
         let created = p.metadata.creation_timestamp.as_ref().map(|t| &t.0);
-        out.push_str(&format!("{:<40} {:<7} {:<26} {:<9} {}\n", p.metadata.name.clone().unwrap_or_default(), format!("{ready}/{total}"), pod_status(p), restarts, age(created)));
+        let (name, status) = (p.metadata.name.clone().unwrap_or_default(), pod_status(p));
+        out.push_str(&format!("{:<40} {:<7} {:<26} {:<9} {}\n", field(&name), format!("{ready}/{total}"), field(&status), restarts, age(created)));
     }
     let events = Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await.map_err(|source| crate::kube_ops::KubeError::Call { verb: "list", what: "events".into(), source })?;
     for p in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
         let name = p.metadata.name.clone().unwrap_or_default();
-        out.push_str(&format!("\n$ kubectl -n {ns} describe pod {name}\n...\nEvents:\n"));
+        out.push_str(&format!("\n$ kubectl -n {ns} describe pod {}\n...\nEvents:\n", field(&name)));
         out.push_str(&format!("  {:<8} {:<24} {:<6} {:<18} {}\n", "Type", "Reason", "Age", "From", "Message"));
         let mut evs: Vec<&Event> = events.items.iter().filter(|e| e.involved_object.name.as_deref() == Some(name.as_str())).collect();
         // Events written through events.k8s.io (the scheduler's) carry eventTime, not lastTimestamp.
@@ -404,18 +406,30 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
                 age(last(e).as_ref())
             };
             let from = e.source.as_ref().and_then(|s| s.component.clone()).unwrap_or_default();
-            out.push_str(&format!(
-                "  {:<8} {:<24} {:<6} {:<18} {}\n",
-                e.type_.clone().unwrap_or_default(),
-                e.reason.clone().unwrap_or_default(),
-                age_text,
-                from,
-                e.message.clone().unwrap_or_default()
-            ));
+            out.push_str(&event_row(e.type_.as_deref().unwrap_or_default(), e.reason.as_deref().unwrap_or_default(), &age_text, &from, e.message.as_deref().unwrap_or_default()));
         }
     }
     out.push_str("\nWhen you think it is fixed: `faultlab check`. Stuck: `faultlab hint`. Give up: `faultlab reset`.\n");
     Ok(out)
+}
+
+/// One row of `kubectl describe`'s events, each field terminal-safe: the text is the cluster's, and one
+/// event must not print as more.
+fn event_row(type_: &str, reason: &str, age: &str, from: &str, message: &str) -> String {
+    use crate::terminal::field;
+    format!("  {:<8} {:<24} {:<6} {:<18} {}\n", field(type_), field(reason), age, field(from), field(message))
+}
+
+/// `faultlab hint`'s line for hint `n`: the scenario's text, which a set of someone else's may hold
+/// controls in, shown terminal-safe.
+pub fn hint_text(n: usize, hint: &str) -> String {
+    format!("hint {n}: {}", crate::terminal::lines(hint))
+}
+
+/// `faultlab check`'s list of what still fails, one item each, continued lines indented under it.
+/// The items quote the cluster (a pod's state, an event): terminal-safe.
+pub fn failing_text(failing: &[String]) -> String {
+    failing.iter().map(|f| format!("  - {}\n", crate::terminal::lines(f).replace('\n', "\n    "))).collect()
 }
 
 /// The next hint, and the count used.
@@ -599,6 +613,17 @@ fn write_page(dir: &Path, id: &str, d: &Debrief) -> Result<PathBuf, TrainingErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `train`, `hint` and `check` print quotes the cluster and the scenario: shown with every
+    /// control as an escape, and an event's text on its own row only.
+    #[test]
+    fn training_text_is_terminal_safe() {
+        let row = event_row("Warning", "Failed\x1b[2J", "5s", "kubelet", "pull failed\n  Normal   Pulled   1s   kubelet   forged\u{9b}31m");
+        assert_eq!(row, "  Warning  Failed\\u{1b}[2J          5s     kubelet            pull failed\\n  Normal   Pulled   1s   kubelet   forged\\u{9b}31m\n");
+        assert_eq!(hint_text(2, "look at\x1b]0;x\x07 the node\nthen crictl"), "hint 2: look at\\u{1b}]0;x\\u{7} the node\nthen crictl");
+        let failing = failing_text(&["pod: not met; last: <Waiting \x1b[8mhidden>\nmore".into(), "the fault is still there".into()]);
+        assert_eq!(failing, "  - pod: not met; last: <Waiting \\u{1b}[8mhidden>\n    more\n  - the fault is still there\n");
+    }
 
     /// A session of pause-missing (faultlab's own scenario, for its hints) as its file holds it: two
     /// hints asked, a check not fixed, then one fixed.

@@ -36,6 +36,27 @@ pub struct SshAccess {
     pub options: Vec<String>,
 }
 
+impl SshAccess {
+    /// Why `destination` cannot be one, if it cannot: one that begins with `-` would be read by ssh as
+    /// an option (`-oProxyCommand=...` runs a command on this machine), and whitespace or a control
+    /// character is no host's name and would be split or shown falsely where it is printed.
+    pub fn destination_problem(&self) -> Option<String> {
+        let d = &self.destination;
+        let why = if d.is_empty() {
+            "it is empty"
+        } else if d.starts_with('-') {
+            "it begins with '-', so ssh would read it as an option"
+        } else if d.chars().any(char::is_whitespace) {
+            "it has whitespace in it"
+        } else if d.chars().any(char::is_control) {
+            "it has a control character in it"
+        } else {
+            return None;
+        };
+        Some(format!("{:?} is not an ssh destination ([user@]host): {why}", crate::terminal::field(d)))
+    }
+}
+
 impl NodeAccess {
     /// The host argv that runs `cmd` on the node, with `timeout` inside the node too.
     pub fn wrap(&self, cmd: &Cmd) -> Vec<String> {
@@ -62,7 +83,10 @@ impl NodeAccess {
                     v.extend(["-i".into(), key.clone()]);
                 }
                 v.extend(ssh.options.iter().cloned());
-                v.extend([ssh.destination.clone(), "--".into(), crate::cmd::shell_join(&Self::inner(cmd))]);
+                // `--` before the destination: nothing after it is read as an option, whatever the
+                // destination says (OpenSSH then takes the next word as the destination, the rest as
+                // the command).
+                v.extend(["--".into(), ssh.destination.clone(), crate::cmd::shell_join(&Self::inner(cmd))]);
                 return v;
             }
         };
@@ -335,12 +359,12 @@ mod tests {
             argv[..12],
             ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", "2222", "-i", "/var/lib/faultlab/arm64/id_ed25519", "-o", "UserKnownHostsFile=/var/lib/faultlab/arm64/known_hosts"]
         );
-        assert_eq!(argv[12..14], ["root@127.0.0.1", "--"]);
+        assert_eq!(argv[12..14], ["--", "root@127.0.0.1"]);
         // One remote command line: the inner timeout and the argv, each word quoted for the node's shell.
         assert_eq!(argv[14], "timeout -k 5 30 sh -c 'echo \"it'\\''s\" $HOME'");
         assert_eq!(argv.len(), 15);
         let plain = NodeAccess::Ssh(SshAccess { destination: "node-1".into(), port: None, identity_file: None, options: vec![] });
-        assert_eq!(plain.wrap(&Cmd::new(["ip", "route"])), ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "node-1", "--", "timeout -k 5 60 ip route"]);
+        assert_eq!(plain.wrap(&Cmd::new(["ip", "route"])), ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "--", "node-1", "timeout -k 5 60 ip route"]);
     }
 
     /// What the remote login shell does with ssh's one command line: split it again. A stand-in for
