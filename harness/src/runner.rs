@@ -488,9 +488,12 @@ impl Run {
         events
     }
 
-    /// What the report says when the event record dropped events past [`events::MAX_EVENTS`].
-    pub fn events_dropped_note(&self) -> Option<String> {
-        self.events.as_ref().and_then(EventLog::dropped_note)
+    /// What the report says when the run's records dropped events past [`events::MAX_EVENTS`] or pod
+    /// states past [`crate::wait::MAX_POD_STATES`].
+    pub fn dropped_notes(&self) -> Vec<String> {
+        let events = self.events.as_ref().and_then(EventLog::dropped_note);
+        let pods = self.pods.as_ref().and_then(crate::wait::PodLog::dropped_note);
+        events.into_iter().chain(pods).collect()
     }
 
     /// The objects whose events their source may have held back during the run (its event recorder's

@@ -740,7 +740,7 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     report.events = run.normalised_events();
     let withheld = run.withheld_events();
     report.timeline = run.timeline();
-    report.notes.extend(run.events_dropped_note());
+    report.notes.extend(run.dropped_notes());
     report.teardown_errors = outcome.teardown_errors.iter().map(|e| e.to_string()).collect();
     match outcome.result {
         Ok(()) => {

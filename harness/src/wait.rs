@@ -236,11 +236,19 @@ pub fn pod_state(pod: &Pod) -> String {
     state.trim_end().to_string()
 }
 
+/// The most pod states one log keeps: pods that change state without end (or a flood of pods made to
+/// match the selector) must not grow faultlab's memory without end. The rest are counted.
+pub const MAX_POD_STATES: usize = 20_000;
+
+type PodStates = std::sync::Mutex<Vec<(std::time::Instant, String, String)>>;
+
 /// The states of the pods a selector selects, each time one changes, from a watch that runs until
 /// [`PodLog::stop`] (a run's timeline).
 #[derive(Clone, Default)]
 pub struct PodLog {
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, String, String)>>>,
+    seen: std::sync::Arc<PodStates>,
+    /// States seen after [`MAX_POD_STATES`] were kept.
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     task: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
@@ -250,7 +258,7 @@ impl PodLog {
         let log = PodLog::default();
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let cfg = watcher::Config::default().labels(selector);
-        let seen = log.seen.clone();
+        let (seen, dropped) = (log.seen.clone(), log.dropped.clone());
         let task = tokio::spawn(async move {
             let mut stream = watcher(api, cfg).boxed();
             let mut last: BTreeMap<String, String> = BTreeMap::new();
@@ -264,9 +272,8 @@ impl PodLog {
                         continue;
                     }
                 };
-                if last.get(&name) != Some(&state) {
-                    last.insert(name.clone(), state.clone());
-                    seen.lock().unwrap_or_else(|p| p.into_inner()).push((std::time::Instant::now(), name, state));
+                if last.get(&name) != Some(&state) && keep_state(&seen, &dropped, (std::time::Instant::now(), name.clone(), state.clone())) {
+                    last.insert(name, state);
                 }
             }
         });
@@ -279,11 +286,28 @@ impl PodLog {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The report's note when pod states were dropped past [`MAX_POD_STATES`].
+    pub fn dropped_note(&self) -> Option<String> {
+        let n = self.dropped.load(std::sync::atomic::Ordering::Relaxed);
+        (n > 0).then(|| format!("the run's pod record kept the first {MAX_POD_STATES} pod states and dropped {n} more: the timeline lacks them"))
+    }
+
     pub fn stop(&self) {
         if let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
             task.abort();
         }
     }
+}
+
+/// Keep `state` unless [`MAX_POD_STATES`] are kept already (then count it in `dropped`); whether it was.
+fn keep_state(seen: &PodStates, dropped: &std::sync::atomic::AtomicUsize, state: (std::time::Instant, String, String)) -> bool {
+    let mut g = seen.lock().unwrap_or_else(|p| p.into_inner());
+    if g.len() >= MAX_POD_STATES {
+        dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return false;
+    }
+    g.push(state);
+    true
 }
 
 /// Wait until some pod matching `selector` in `ns` satisfies `gate`.
@@ -430,6 +454,18 @@ pub fn gate_text(gate: &PodGate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pod states past [`MAX_POD_STATES`] are counted, not kept, and the note says how many.
+    #[test]
+    fn the_pod_record_is_bounded_and_says_what_it_dropped() {
+        let log = PodLog::default();
+        assert_eq!(log.dropped_note(), None);
+        let now = std::time::Instant::now();
+        let kept = (0..MAX_POD_STATES + 5).filter(|i| keep_state(&log.seen, &log.dropped, (now, format!("web-{i}"), "Running ready".into()))).count();
+        assert_eq!((kept, log.seen().len()), (MAX_POD_STATES, MAX_POD_STATES));
+        assert_eq!(log.seen()[0].1, "web-0", "the first ones are kept");
+        assert_eq!(log.dropped_note().unwrap(), format!("the run's pod record kept the first {MAX_POD_STATES} pod states and dropped 5 more: the timeline lacks them"));
+    }
 
     /// What was left of the deadline, as people read it: not `4.999997916s`.
     #[test]
