@@ -4,7 +4,7 @@
 //! symbolic link, FIFO or device), owned by this user, writable by nobody else, and of bounded size.
 //! Writes go to a fresh temporary file (never through a link) and are renamed into place.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,7 @@ pub enum StateFileError {
     Write {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::atomic::AtomicError,
     },
 }
 
@@ -120,21 +120,10 @@ pub fn list(dir: &Path, ext: &str) -> Vec<PathBuf> {
     v
 }
 
-/// Write `path` whole: a new temporary file of mode 0600 beside it (created exclusively, never
-/// through a link), synced, then renamed over `path` (which replaces a link there, not its target).
+/// Write `path` whole ([`crate::atomic::write`]: a new temporary file beside it, 0600 as `tempfile`
+/// makes it, synced and renamed over `path`; a link at `path` is refused, never written through).
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
-    let write_err = |source: std::io::Error| StateFileError::Write { path: path.to_owned(), source };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.", path.file_name().and_then(|n| n.to_str()).unwrap_or("state")))
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(write_err)?;
-    tmp.write_all(bytes).map_err(write_err)?;
-    tmp.as_file().sync_all().map_err(write_err)?;
-    tmp.persist(path).map_err(|e| write_err(e.error))?;
-    Ok(())
+    crate::atomic::write(path, bytes).map_err(|source| StateFileError::Write { path: path.to_owned(), source })
 }
 
 /// Whether `id` may name a file in a state directory: 1 to 128 of `[A-Za-z0-9._-]`, not starting
@@ -211,15 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn a_write_replaces_a_link_and_never_writes_through_it() {
+    fn a_write_never_goes_through_a_link() {
         let tmp = tempfile::tempdir().unwrap();
         let target = tmp.path().join("elsewhere");
         std::fs::write(&target, "theirs").unwrap();
         let path = tmp.path().join("run.json");
         std::os::unix::fs::symlink(&target, &path).unwrap();
-        write(&path, b"ours").unwrap();
+        assert!(write(&path, b"ours").unwrap_err().to_string().contains("it is a symbolic link"));
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
-        assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_file());
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2, "no temporary file left");
     }
 

@@ -66,7 +66,7 @@ pub enum TrainingError {
     DebriefWrite {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::atomic::AtomicError,
     },
     #[error("training needs the test bed or an existing cluster here (--provider existing): kind clusters for trainees are not supported yet")]
     KindNotSupported,
@@ -605,8 +605,7 @@ pub fn write_debrief(session: &Session, reset_unfixed: bool) -> Result<PathBuf, 
 fn write_page(dir: &Path, id: &str, d: &Debrief) -> Result<PathBuf, TrainingError> {
     std::fs::create_dir_all(dir).map_err(|source| TrainingError::DebriefDir { path: dir.to_owned(), source })?;
     let path = dir.join(format!("{id}.html"));
-    let tmp = dir.join(format!("{id}.html.tmp"));
-    std::fs::write(&tmp, html::debrief_page(d)).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|source| TrainingError::DebriefWrite { path: path.clone(), source })?;
+    crate::atomic::write(&path, html::debrief_page(d).as_bytes()).map_err(|source| TrainingError::DebriefWrite { path: path.clone(), source })?;
     Ok(path)
 }
 
