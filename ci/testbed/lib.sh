@@ -150,16 +150,21 @@ fi
 # Where the nodes reach the API server.
 FL_APISERVER_BIND=$FL_HOST_IP
 FL_APISERVER_ADVERTISE=$FL_HOST_IP
-# QEMU user-mode networking (slirp): the VM is 198.18.214.15 on eth0; 198.18.214.2 is QEMU's alias of
-# the host's loopback, where the API server listens. Nothing is added to the host's links or routes.
+# QEMU user-mode networking (slirp), restricted (lib/vm.sh fl_vm_netdev): the VM is 198.18.214.15 on
+# eth0, its gateway QEMU's 198.18.214.2, which reaches nothing; 198.18.214.4 is where QEMU forwards the
+# API server's port and a scenario's registry ports to this host's loopback, where they listen. Nothing
+# is added to the host's links or routes.
 FL_VM_NET=198.18.214.0/24
 FL_VM_HOST_ALIAS=198.18.214.2
 FL_VM_DNS=198.18.214.3
+FL_VM_FORWARD=198.18.214.4
 FL_VM_IP=198.18.214.15
 FL_VM_PREFIX=24
+# The API server; a scenario's registry and private registry (RegistryProfile::PORT, PRIVATE_PORT).
+FL_VM_FORWARDED_PORTS=(6443 5443 5444)
 if [ "$FL_VM" = 1 ]; then
   FL_APISERVER_BIND=127.0.0.1
-  FL_APISERVER_ADVERTISE=$FL_VM_HOST_ALIAS
+  FL_APISERVER_ADVERTISE=$FL_VM_FORWARD
 fi
 # Pods live only inside their node's network namespace. Like every address the test bed makes, the pod
 # and service ranges are in 198.18.0.0/15 (benchmarking, never a private range): the pods' bridge is

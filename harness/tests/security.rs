@@ -7,7 +7,7 @@
 //! Attempts: etcd's client and peer ports without a certificate and in plain HTTP; the API server
 //! without credentials and on the insecure port; every node's kubelet, authenticated and read-only
 //! ports; faultlab's state directory and the test bed's certificates, read and written; an ssh node's
-//! forwarded port without a key; the run's registries (pull and push without a login) while scenarios
+//! forwarded port without a key, and from inside a VM node the host's loopback; the run's registries (pull and push without a login) while scenarios
 //! hold their faults; a tar planted in the work directory pause-missing used to unpack into under /tmp,
 //! and `.snap.new` files planted as symbolic links, during a real run.
 
@@ -59,6 +59,7 @@ fn main() -> ExitCode {
     }
     add("state-directory-and-certificates".into(), Box::new(|_| state_directory()));
     add("ssh-node-forwarded-port-without-a-key".into(), Box::new(|(_, b)| ssh_without_key(b)));
+    add("vm-guest-to-the-hosts-loopback".into(), Box::new(|(_, b)| vm_to_host(b)));
     add("registries-while-scenarios-hold-their-faults".into(), Box::new(|_| registries()));
     add("planted-tar-and-snap-new-links-during-a-run".into(), Box::new(|_| planted_files()));
     libtest_mimic::run(&args, trials).exit_code()
@@ -153,6 +154,27 @@ fn ssh_without_key(bed: &TestBed) -> Result<(), Failed> {
     let argv = ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "-p", &port, &format!("root@{host}"), "true"];
     let out = as_nobody(&argv);
     row(&format!("ssh root@{host} -p {port} without a key"), &text(&out), out.status.success())
+}
+
+/// From inside an ssh node (the VM: what its pods could do), connect to the host's loopback through
+/// QEMU's gateway alias: etcd's port, the controller-manager's, and the API server's own port there
+/// (the VM reaches the API server only at its forwarded address).
+fn vm_to_host(bed: &TestBed) -> Result<(), Failed> {
+    let Some(node) = bed.nodes.iter().find(|n| n.ssh.is_some()) else {
+        return row("from a VM node to the host's loopback", "(this test bed has no VM node: nothing to try)", false);
+    };
+    let access = node.access().ok_or("the VM node has no access in its description")?;
+    let mut failed = Vec::new();
+    for port in ["12379", "10257", "6443"] {
+        let probe = faultlab::cmd::Cmd::new(["sh", "-c", &format!("busybox nc -w 3 198.18.214.2 {port} </dev/null >/dev/null 2>&1 && echo connected || echo 'no connection'")]);
+        let argv = access.wrap(&probe);
+        let out = Command::new(&argv[0]).args(&argv[1..]).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
+        let answer = text(&out);
+        if let Err(e) = row(&format!("from VM node {} to the host's 127.0.0.1:{port} (as 198.18.214.2:{port})", node.name), &answer, answer.trim() == "connected") {
+            failed.push(e);
+        }
+    }
+    failed.into_iter().next().map_or(Ok(()), Err)
 }
 
 /// TCP listeners of faultlab's registries and their nginx: `address:port` of `ss`'s lines naming them.

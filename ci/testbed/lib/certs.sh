@@ -55,7 +55,7 @@ fl_make_pki() {
       -out "$FL_PKI/ca.crt" 2>/dev/null
   fi
   fl_cert apiserver "/CN=kube-apiserver" \
-    "IP:$FL_HOST_IP,IP:127.0.0.1,IP:$FL_VM_HOST_ALIAS,IP:$FL_SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
+    "IP:$FL_HOST_IP,IP:127.0.0.1,IP:$FL_VM_HOST_ALIAS,IP:$FL_VM_FORWARD,IP:$FL_SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
   fl_cert admin "/O=system:masters/CN=faultlab-admin"
   fl_cert controller-manager "/CN=system:kube-controller-manager"
   fl_cert scheduler "/CN=system:kube-scheduler"

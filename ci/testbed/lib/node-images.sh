@@ -188,10 +188,10 @@ fl_describe_node_args() {
   local -a access=()
   local node_script=$FL_TESTBED_DIR/node disk_device
   # A scenario's registry listens on the host's end of the node's link; for the VM, on the host's
-  # loopback, which QEMU's user network gives the VM as its alias address.
+  # loopback, whose registry ports QEMU forwards to the VM at $FL_VM_FORWARD (lib/vm.sh fl_vm_netdev).
   local -a registry=(--registry-listen "$FL_LINK_HOST_IP" --registry-address "$FL_LINK_HOST_IP" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
   if [ "$FL_VM" = 1 ]; then
-    registry=(--registry-listen 127.0.0.1 --registry-address "$FL_VM_HOST_ALIAS" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
+    registry=(--registry-listen 127.0.0.1 --registry-address "$FL_VM_FORWARD" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR")
     access=(--arch "$FL_NODE_ARCH" --ssh-destination root@127.0.0.1 --ssh-port "$FL_VM_SSH_PORT"
       --ssh-identity "$FL_VM_KEY" --ssh-option=-o "--ssh-option=UserKnownHostsFile=$FL_VM_KNOWN_HOSTS"
       --ssh-option=-o --ssh-option=StrictHostKeyChecking=yes --ssh-option=-o --ssh-option=LogLevel=ERROR)

@@ -53,7 +53,7 @@ case $FL_NODE_ARCH in
     [ "$FL_VM_EMULATED" = 0 ] || FL_VM_QEMU_ACCEL=tcg,thread=multi
     FL_VM_CONSOLE=ttyS0
     FL_VM_KERNEL_FLAVOUR=amd64
-    FL_VM_HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap openssh-client cpio binutils)
+    FL_VM_HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap openssh-client cpio binutils socat)
     FL_VM_STRIP="strip"
     ;;
   *)
@@ -66,7 +66,7 @@ case $FL_NODE_ARCH in
     FL_VM_KERNEL_FLAVOUR=arm64
     # What the host needs to build and run the VM, and to cross-build for arm64.
     FL_VM_HOST_PACKAGES=(qemu-system-arm qemu-utils mmdebstrap openssh-client cpio gcc-aarch64-linux-gnu
-      libc6-dev-arm64-cross arch-test)
+      libc6-dev-arm64-cross arch-test socat)
     FL_VM_STRIP=aarch64-linux-gnu-strip
     ;;
 esac
@@ -139,7 +139,7 @@ fl_vm_install_host_packages() {
     log "pass $pass"
     fl_apt_install "${missing[@]}"
   done
-  local -a tools=(qemu-img "$FL_VM_QEMU" mmdebstrap cpio ssh "$FL_VM_STRIP")
+  local -a tools=(qemu-img "$FL_VM_QEMU" mmdebstrap cpio ssh "$FL_VM_STRIP" socat)
   [ "$FL_NODE_ARCH" != arm64 ] || tools+=(aarch64-linux-gnu-gcc)
   for p in "${tools[@]}"; do
     command -v "$p" >/dev/null 2>&1 || die "$p is missing after installing ${FL_VM_HOST_PACKAGES[*]}"
@@ -328,8 +328,23 @@ fl_vm_qemu_argv() {
     -kernel "$FL_VM_STATE/vmlinuz" -initrd "$FL_VM_STATE/initrd.gz"
     -append "$append"
     -drive "file=$FL_VM_STATE/disk.qcow2,format=qcow2,if=virtio"
-    -netdev "user,id=n0,net=$FL_VM_NET,host=$FL_VM_HOST_ALIAS,dns=$FL_VM_DNS,hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-:22"
+    -netdev "$(fl_vm_netdev)"
     -device virtio-net-pci,netdev=n0,romfile=)
+}
+
+# fl_vm_netdev: QEMU's user network for the VM, restricted: the guest reaches nothing of this host's
+# (its loopback, where etcd and the control plane listen, included) but the ports forwarded to it,
+# each at $FL_VM_FORWARD (a connection runs `socat` to the same port on the host's loopback): the API
+# server and a scenario's two registries. The host reaches the guest's ssh on its loopback.
+fl_vm_netdev() {
+  # shellcheck disable=SC2153 # FL_VM_NET is lib.sh's
+  local netdev="user,id=n0,net=$FL_VM_NET,host=$FL_VM_HOST_ALIAS,dns=$FL_VM_DNS,restrict=on"
+  netdev+=",hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-:22"
+  local port
+  for port in "${FL_VM_FORWARDED_PORTS[@]}"; do
+    netdev+=",guestfwd=tcp:$FL_VM_FORWARD:$port-cmd:socat - TCP:127.0.0.1:$port"
+  done
+  printf '%s' "$netdev"
 }
 
 # The running VM's disk: a fresh overlay on the base image, and the image's kernel, initrd and host key.
