@@ -104,12 +104,22 @@ fn push_and_serve() -> Result<(), Failed> {
         reg.start(&ctx).await.map_err(|e| format!("start: {e}"))?;
         check(&ctx, &reg).await
     });
-    // The undo the fault journals: stop what runs, remove the directory.
+    // The undo the fault journals: stop what runs (each PID file's process, checked to be the run's
+    // own first), remove the directory; every process is gone after it.
+    let pids: Vec<String> = ["registry.pid", "nginx.pid"].iter().filter_map(|f| std::fs::read_to_string(reg.dir.join(f)).ok()).map(|p| p.trim().to_string()).collect();
     let stop = reg.stop();
     let status = Command::new(&stop.argv[0]).args(&stop.argv[1..]).status()?;
     result?;
     if !status.success() || reg.dir.exists() {
         return Err(format!("stopping the registry: {status}, directory left: {}", reg.dir.exists()).into());
+    }
+    if pids.len() != 2 {
+        return Err(format!("the registry and nginx wrote {} PID file(s), not 2", pids.len()).into());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let left: Vec<&String> = pids.iter().filter(|p| Path::new(&format!("/proc/{p}/cmdline")).exists() && std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| !c.is_empty())).collect();
+    if !left.is_empty() {
+        return Err(format!("processes left running after the stop: {left:?}").into());
     }
     Ok(())
 }

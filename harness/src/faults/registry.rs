@@ -368,24 +368,34 @@ impl Registry {
     }
 
     /// A shell line that stops what runs in the directory (by its PID files) and removes it: the undo.
+    /// A PID is signalled only while its process is still one of the run's (its command line names the
+    /// run's directory: `docker-registry serve DIR/config.yml`, `nginx: master process nginx -c
+    /// DIR/nginx.conf`): a PID file outliving its process (a crash, then `faultlab cleanup` much later)
+    /// must not kill whatever process has the number since.
     pub fn stop(&self) -> Cmd {
         Cmd::new([
             "sh",
             "-c",
-            "for f in \"$1\"/*.pid; do [ -s \"$f\" ] && kill \"$(cat \"$f\")\" 2>/dev/null; done; \
-             for i in $(seq 50); do alive=; for f in \"$1\"/*.pid; do [ -s \"$f\" ] && kill -0 \"$(cat \"$f\")\" 2>/dev/null && alive=1; done; \
-             [ -z \"$alive\" ] && break; sleep 0.1; done; rm -rf \"$1\"",
+            &format!(
+                "{OURS} for f in \"$1\"/*.pid; do ours \"$f\" && kill \"$(cat \"$f\")\" 2>/dev/null; done; \
+                 for i in $(seq 50); do alive=; for f in \"$1\"/*.pid; do ours \"$f\" && alive=1; done; \
+                 [ -z \"$alive\" ] && break; sleep 0.1; done; rm -rf \"$1\""
+            ),
             "stop-registry",
             &self.dir.display().to_string(),
         ])
     }
 
-    /// Stop distribution (by its PID file) and wait until it is gone: it reads its certificate once.
+    /// Stop distribution (by its PID file, if its process is still the run's) and wait until it is
+    /// gone: it reads its certificate once.
     pub fn stop_registry(&self) -> Cmd {
         Cmd::new([
             "sh",
             "-c",
-            "p=$(cat \"$1/registry.pid\") && kill \"$p\" && for i in $(seq 50); do kill -0 \"$p\" 2>/dev/null || exit 0; sleep 0.1; done; exit 1",
+            &format!(
+                "{OURS} ours \"$1/registry.pid\" || {{ echo \"$1/registry.pid names no process of this registry's\" >&2; exit 1; }}; \
+                 p=$(cat \"$1/registry.pid\") && kill \"$p\" && for i in $(seq 50); do kill -0 \"$p\" 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+            ),
             "stop-registry",
             &self.dir.display().to_string(),
         ])
@@ -950,6 +960,11 @@ case $location in *\?*) location="$location&digest=$5" ;; *) location="$location
 curl -sS -f --max-time 120 --netrc-file "$6" --cacert "$1" -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$4" "$location"
 "#;
 
+/// `ours FILE`: whether the PID in FILE (a run's registry directory, `$1`) is a live process whose
+/// command line names that directory.
+const OURS: &str = "ours() { p=$(cat \"$1\" 2>/dev/null) && case $p in ''|*[!0-9]*) return 1;; esac && \
+                    tr '\\0' ' ' <\"/proc/$p/cmdline\" 2>/dev/null | grep -qF -- \"$DIR/\"; }; DIR=$1;";
+
 /// A certificate's common name: at most 64 characters (X.509's upper bound), the end kept (a run's
 /// namespace ends in its random part).
 pub fn common_name(name: &str) -> String {
@@ -1205,14 +1220,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("registry");
         std::fs::create_dir(&run).unwrap();
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // The run's process (its command line names the directory) and one that is not (a PID file
+        // that outlived its process, the number taken since).
+        let mut child = std::process::Command::new("sh").args(["-c", "sleep 30; : \"$0\"", &format!("{}/config.yml", run.display())]).spawn().unwrap();
+        let mut stranger = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         std::fs::write(run.join("registry.pid"), child.id().to_string()).unwrap();
+        std::fs::write(run.join("nginx.pid"), stranger.id().to_string()).unwrap();
         let mut r = registry(Spec::main(false));
         r.dir = run.clone();
+        let cmd = r.stop_registry();
+        std::fs::write(run.join("registry.pid"), stranger.id().to_string()).unwrap();
+        let out = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).output().unwrap();
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("names no process of this registry's"), "{out:?}");
+        std::fs::write(run.join("registry.pid"), child.id().to_string()).unwrap();
         let cmd = r.stop();
         let status = std::process::Command::new(&cmd.argv[0]).args(&cmd.argv[1..]).status().unwrap();
         assert!(status.success());
         assert!(!run.exists());
         assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
+        assert!(stranger.try_wait().unwrap().is_none(), "a process that is not the run's is never signalled");
+        stranger.kill().unwrap();
+        stranger.wait().unwrap();
     }
 }
