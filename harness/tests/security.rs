@@ -5,7 +5,7 @@
 //! as another user, the trials are reported ignored, with the reason.
 //!
 //! Attempts: etcd's client and peer ports without a certificate and in plain HTTP; the API server
-//! without credentials and on the insecure port; every node's kubelet, authenticated and read-only
+//! without credentials and on the insecure port; the controller-manager's and scheduler's metrics; every node's kubelet, authenticated and read-only
 //! ports; faultlab's state directory and the test bed's certificates, read and written; an ssh node's
 //! forwarded port without a key, and from inside a VM node the host's loopback; the run's registries (pull and push without a login) while scenarios
 //! hold their faults; a tar planted in the work directory pause-missing used to unpack into under /tmp,
@@ -51,6 +51,8 @@ fn main() -> ExitCode {
     add("etcd-peer-port-without-a-certificate".into(), Box::new(|_| etcd("https://127.0.0.1:12380/members", &[], "peerURLs")));
     add("apiserver-without-credentials".into(), Box::new(|(_, b)| apiserver_anonymous(b)));
     add("apiserver-insecure-port".into(), Box::new(|_| http_status_is_not("apiserver insecure port", "http://127.0.0.1:8080/api/v1/secrets", &[], "200")));
+    add("controller-manager-without-credentials".into(), Box::new(|_| http_status_is_not("controller-manager /metrics", "https://127.0.0.1:10257/metrics", &["-k"], "200")));
+    add("scheduler-without-credentials".into(), Box::new(|_| http_status_is_not("scheduler /metrics", "https://127.0.0.1:10259/metrics", &["-k"], "200")));
     // A node reached over ssh is a VM whose address is inside QEMU's user network: nothing on this
     // host reaches it (and traffic goes only to this machine's own addresses), so only the other nodes'
     // kubelets are tried.
