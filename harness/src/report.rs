@@ -18,7 +18,8 @@ pub enum Status {
     Ignored,
     /// Not run: this platform cannot or may not run it (another architecture, a fault that reaches past
     /// a kind node, a cluster of the user's that the fault would have to remake, a context faultlab does
-    /// not own). `error` says why; `faultlab run` exits 3 (environment) when nothing failed.
+    /// not own, a `--cluster` that kind does not list). `error` says why; `faultlab run` exits 3
+    /// (environment) when nothing failed.
     Refused,
 }
 

@@ -645,6 +645,8 @@ fn a_users_kind_cluster_is_used_as_it_is_never_created_or_deleted() {
 
     // A cluster kind does not have: said so, with those it has.
     let out = bed.run(&["run", "configmap-missing", "--provider", "kind", "--cluster", "no-such", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(3), "no cluster to run on: the environment's status");
+    assert_eq!(json_report(&out)["status"], "refused");
     let error = json_report(&out)["error"].as_str().unwrap().to_string();
     assert!(error.contains("kind cluster no-such (yours, --cluster): `kind get clusters` does not list it (it lists: my-dev-cluster)"), "{error}");
     assert_eq!(bed.clusters(), vec!["my-dev-cluster"]);

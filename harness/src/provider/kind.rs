@@ -647,7 +647,7 @@ impl Kind {
         let listed = self.host.run(rec, vec!["kind".into(), "get".into(), "clusters".into()], Duration::from_secs(60)).await.map_err(|source| ProviderError::ListClusters { source })?;
         if !listed.stdout.lines().any(|l| l.trim() == self.name) {
             let known: Vec<&str> = listed.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-            return Err(refuse(format!("`kind get clusters` does not list it (it lists: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+            return Err(ProviderError::NoSuchCluster { name: self.name.clone(), known: if known.is_empty() { "none".to_string() } else { known.join(", ") } });
         }
         let argv = vec!["kind".into(), "get".into(), "kubeconfig".into(), "--name".into(), self.name.clone()];
         let kubeconfig = self.host.run(rec, argv, Duration::from_secs(60)).await.map_err(|e| refuse(format!("reading its kubeconfig: {e}")))?;

@@ -60,6 +60,9 @@ pub enum ProviderError {
     /// Nodes of another architecture than the host's, which kind cannot run.
     #[error("{message}")]
     OtherArchitecture { message: String },
+    /// `--cluster NAME` names a kind cluster that is not there: nothing to run on.
+    #[error("kind cluster {name} (yours, --cluster): `kind get clusters` does not list it (it lists: {known})")]
+    NoSuchCluster { name: String, known: String },
     #[error("cluster {name} has no node labelled {label}")]
     NoNodes { name: String, label: String },
     #[error("exporting logs of {name} failed: {source}")]
@@ -286,10 +289,10 @@ pub trait Provider: Send + Sync {
 }
 
 impl ProviderError {
-    /// Whether this is the platform refusing the scenario (it cannot or may not run it here), not a
-    /// step that failed: the scenario is reported `refused`.
+    /// Whether this is the platform refusing the scenario (it cannot or may not run it here, or the
+    /// cluster named is not there), not a step that failed: the scenario is reported `refused`.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, ProviderError::RefusedOnExisting { .. } | ProviderError::OtherArchitecture { .. })
+        matches!(self, ProviderError::RefusedOnExisting { .. } | ProviderError::OtherArchitecture { .. } | ProviderError::NoSuchCluster { .. })
     }
 }
 
