@@ -231,11 +231,6 @@ impl Journal {
         self.file.lock().unwrap().clone()
     }
 
-    pub fn set_cluster(&self, cluster: ClusterRef) -> Result<(), JournalError> {
-        self.file.lock().unwrap().cluster = cluster;
-        self.save()
-    }
-
     /// The objects of `kind` that the undos re-create (each was journalled before it was deleted), with
     /// their namespaces (none: cluster-wide), in the order they were recorded.
     pub fn recreated(&self, kind: &str) -> Vec<(Option<String>, serde_json::Value)> {
