@@ -113,7 +113,9 @@ impl ScenarioReport {
             Status::Refused => "REFUSED",
         };
         let snapshot = self.snapshot.status().map_or("-", SnapshotStatus::as_str);
-        let mut line = format!("{status} {} [{}] {} snapshot={snapshot}", field(&self.scenario), field(&self.platform), phases.join(" "));
+        // A run refused or failed before the cluster was reached has no platform yet: `-`, not `[]`.
+        let platform = if self.platform.is_empty() { "-".into() } else { field(&self.platform) };
+        let mut line = format!("{status} {} [{platform}] {} snapshot={snapshot}", field(&self.scenario), phases.join(" "));
         // A snapshot paragraph that is the error (a changed one; a new one in a report of an older faultlab)
         // is printed once, as the snapshot's line.
         let snapshot_error = matches!(&self.snapshot, SnapshotResult::Changed(d) | SnapshotResult::New(d) if self.error.as_ref() == Some(d));
@@ -287,7 +289,7 @@ mod tests {
         let suite = SuiteReport::new(1.0, vec![r.clone()]);
         assert!(suite.passed(), "nothing failed");
         assert_eq!(suite.refused().len(), 1);
-        assert!(r.line().starts_with("REFUSED inotify-limit"), "{}", r.line());
+        assert!(r.line().starts_with("REFUSED inotify-limit [-] setup=-"), "no platform yet: {}", r.line());
         assert!(r.line().contains("error in setup: refusing to run inotify-limit on kind"), "{}", r.line());
         let xml = suite.junit();
         assert!(xml.contains("<skipped message=\"refusing to run inotify-limit on kind: it reaches the host\""), "{xml}");
