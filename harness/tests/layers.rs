@@ -123,3 +123,139 @@ fn modules_use_only_their_stage_and_those_above() {
     }
     assert!(upward.is_empty(), "modules that use a later stage:\n  {}", upward.join("\n  "));
 }
+
+/// Each function's name and length in lines (from its `fn` line to the closing brace rustfmt puts at
+/// the same indentation), outside `#[cfg(test)]`.
+fn function_lengths(file: &Path) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let lines: Vec<&str> = code.lines().collect();
+    let head = regex::Regex::new(r"^(\s*)(?:pub(?:\([a-z]+\))? )?(?:const )?(?:async )?(?:unsafe )?fn ([a-z_][a-z0-9_]*)").unwrap();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(c) = head.captures(line) else { continue };
+        let indent = &c[1];
+        let end = format!("{indent}}}");
+        // A declaration without a body (a trait's required method) ends with `;` before any `{`.
+        let body_opens = lines[i..].iter().find_map(|l| if l.trim_end().ends_with(';') { Some(false) } else if l.contains('{') { Some(true) } else { None });
+        if body_opens != Some(true) {
+            continue;
+        }
+        if line.trim_end().ends_with('}') {
+            out.push((c[2].to_string(), 1));
+            continue;
+        }
+        if let Some(n) = lines[i + 1..].iter().position(|l| l.trim_end() == end || l.starts_with(&format!("{end} "))) {
+            out.push((c[2].to_string(), n + 2));
+        }
+    }
+    out
+}
+
+/// The modules of the last stage (the top floor) and `main.rs`'s own files (`src/main.rs`, `src/cli/`).
+fn top_floor_files(src: &Path) -> Vec<PathBuf> {
+    let last = stages(src).pop().unwrap_or_default();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.retain(|f| match module_of(src, f) {
+        Some(m) => last.contains(&m) || m == "cli",
+        None => f.ends_with("main.rs"),
+    });
+    files.sort();
+    files
+}
+
+/// Import statements inside `faults/` that run back up to the module's own `mod.rs` (`super::X` or
+/// `crate::faults::X` where X is not a sibling file): a fault's file should use the Fault API's own
+/// module, below the list of faults.
+fn faults_back_up_imports(src: &Path) -> Vec<String> {
+    let dir = src.join("faults");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let siblings: BTreeSet<String> = files.iter().filter_map(|f| f.file_stem()?.to_str().map(String::from)).collect();
+    let up = regex::Regex::new(r"(?:super|crate::faults)::(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))").unwrap();
+    let mut out = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("mod.rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for c in up.captures_iter(code) {
+            let names: Vec<&str> = c.get(1).or(c.get(2)).unwrap().as_str().split(',').map(|n| n.trim().split("::").next().unwrap_or_default().trim()).collect();
+            let up: Vec<&str> = names.into_iter().filter(|n| !n.is_empty() && !siblings.contains(*n)).collect();
+            if !up.is_empty() {
+                out.push(format!("{}: {}", f.file_name().unwrap().to_string_lossy(), up.join(", ")));
+            }
+        }
+    }
+    out
+}
+
+/// The house's measures, printed (`cargo test -p faultlab --test layers measures -- --nocapture`):
+/// rooms (top-level modules and main), floors (the longest chain of imports), imports, back-up imports
+/// (to a later stage; inside `faults/`, to its `mod.rs`), the biggest files, the longest functions on
+/// the top floor.
+#[test]
+fn measures() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = graph(&src);
+    fn depth(g: &BTreeMap<String, BTreeSet<String>>, m: &str, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(d) = memo.get(m) {
+            return *d;
+        }
+        let d = 1 + g.get(m).into_iter().flatten().filter(|d| g.contains_key(*d)).map(|d| depth(g, d, memo)).max().unwrap_or(0);
+        memo.insert(m.to_string(), d);
+        d
+    }
+    let mut memo = BTreeMap::new();
+    let floors = g.keys().map(|m| depth(&g, m, &mut memo)).max().unwrap_or(0);
+    let imports: usize = g.values().map(|d| d.iter().filter(|d| g.contains_key(*d)).count()).sum();
+    let stages = stages(&src);
+    let stage_of = |m: &str| stages.iter().position(|s| s.iter().any(|n| n == m));
+    let upward: usize = g.iter().map(|(m, d)| d.iter().filter(|d| g.contains_key(*d) && stage_of(d) > stage_of(m)).count()).sum();
+    let faults_up = faults_back_up_imports(&src);
+    println!("rooms: {} modules and main.rs; floors (longest import chain): {floors}; imports: {imports}", g.len());
+    println!("back-up imports: {upward} to a later stage; {} inside faults/ to faults/mod.rs", faults_up.len());
+    for f in &faults_up {
+        println!("  {f}");
+    }
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut sizes: Vec<(usize, String)> = files
+        .iter()
+        .map(|f| (std::fs::read_to_string(f).unwrap().lines().count(), f.strip_prefix(&src).unwrap().display().to_string()))
+        .collect();
+    sizes.sort_by(|a, b| b.cmp(a));
+    println!("biggest files (lines, tests included):");
+    for (n, f) in sizes.iter().take(8) {
+        println!("  {n:5} {f}");
+    }
+    let mut longest: Vec<(usize, String)> = top_floor_files(&src)
+        .iter()
+        .flat_map(|f| {
+            let name = f.strip_prefix(&src).unwrap().display().to_string();
+            function_lengths(f).into_iter().map(move |(func, n)| (n, format!("{name}: {func}")))
+        })
+        .collect();
+    longest.sort_by(|a, b| b.cmp(a));
+    println!("longest functions on the top floor (lines):");
+    for (n, f) in longest.iter().take(8) {
+        println!("  {n:5} {f}");
+    }
+}
+
+#[test]
+fn function_lengths_are_counted_to_the_closing_brace() {
+    let dir = std::env::temp_dir().join(format!("layers-fn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("x.rs");
+    std::fs::write(&file, "fn a() {}\npub fn b(\n    x: u8,\n) -> u8 {\n    x\n}\ntrait T {\n    fn c(&self);\n    fn d(&self) {\n        {\n        }\n    }\n}\n#[cfg(test)]\nfn e() {\n}\n").unwrap();
+    let got = function_lengths(&file);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(got, vec![("a".to_string(), 1), ("b".to_string(), 5), ("d".to_string(), 4)]);
+}
+
+#[test]
+fn faults_use_their_api_not_their_list() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let up = faults_back_up_imports(&src);
+    assert!(up.is_empty(), "imports in faults/ of faults/mod.rs (use super::api instead):\n  {}", up.join("\n  "));
+}

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Probe};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::cmd::{Cmd, Output};
 use crate::node::{ContainerdConfig, NodeProfile};
 

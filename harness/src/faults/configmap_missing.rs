@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
 use crate::check::{dns_subdomain, Problem};
 use crate::gates::Target;
 

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Reach};
 use crate::cmd::{Cmd, Output};
 use crate::journal::Undo;
 use crate::node::{CommandsOn, ComponentControl, NodeProfile};

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Probe};
+use super::api::{Ctx, Fault, FaultError, Fix, Probe};
 use crate::check::{quantity_milli, range, Problem};
 use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;

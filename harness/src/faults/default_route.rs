@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use super::api::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;
 

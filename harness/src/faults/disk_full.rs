@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem};
 use crate::cmd::{Cmd, Output};
 use crate::image::{ImageConfig, ImageStream};

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Pod;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Probe, Presence};
+use super::api::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::node::NodeProfile;
 use crate::cmd::{shell_join, Cmd, Output};
 use crate::cri::{SandboxJson, SandboxListJson};

@@ -18,10 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::registry::{self, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
 use crate::cmd::Output;
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 /// The registry host the wrong address names: `.invalid` is reserved never to resolve.
@@ -63,29 +62,14 @@ pub fn wrong_address(image: &str) -> String {
 
 #[async_trait]
 impl Fault for ImageAddressWrong {
-    /// A registry on this machine, its settings on the node, and the run's Deployment.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(false)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: false);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         registry::plan_answers(node)
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, None)
     }
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {

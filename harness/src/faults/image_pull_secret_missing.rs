@@ -18,10 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::registry;
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{dns_subdomain, Problem};
 use crate::cmd::Output;
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -54,16 +53,7 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for ImagePullSecretMissing {
-    /// It starts a registry on this machine (the host's, not the node's: it listens on an address of
-    /// the kind network, or of the test bed's node link), writes the registry's CA and hosts.toml into
-    /// the node's containerd settings, and edits a Deployment of the run's namespace.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(false)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: false, secret: secret);
 
     fn check(&self) -> Vec<Problem> {
         let mut p = registry::check(&self.deployment);
@@ -71,16 +61,8 @@ impl Fault for ImagePullSecretMissing {
         p
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         registry::plan_answers(node)
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, Some(&self.secret))
     }
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {

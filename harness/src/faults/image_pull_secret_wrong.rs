@@ -18,10 +18,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::registry::{self, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{dns_subdomain, Problem};
 use crate::cmd::Output;
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -78,15 +77,7 @@ pub fn password_in(secret: &serde_json::Value, endpoint: &str) -> Option<String>
 
 #[async_trait]
 impl Fault for ImagePullSecretWrong {
-    /// As image-pull-secret-missing: a registry on this machine, its settings on the node, and objects
-    /// of the run's namespace.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(false)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: false, secret: secret);
 
     fn check(&self) -> Vec<Problem> {
         let mut p = registry::check(&self.deployment);
@@ -98,16 +89,8 @@ impl Fault for ImagePullSecretWrong {
         p
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         registry::plan_answers(node)
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, Some(&self.secret))
     }
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {

@@ -28,10 +28,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::registry::{self, Answer, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{range, Problem};
 use crate::cmd::Output;
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 /// The tag of the new version the fault releases.
@@ -106,14 +105,7 @@ fn registry_spec() -> Spec {
 
 #[async_trait]
 impl Fault for ImagePullSlow {
-    /// A registry on this machine, its settings on the node, and the run's Deployment.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(true)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: true);
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = registry::check(&self.deployment);
@@ -125,18 +117,10 @@ impl Fault for ImagePullSlow {
         problems
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         let mut answers = registry::plan_answers(node);
         answers.extend(registry::plan_filler_answers());
         answers
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, None)
     }
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {

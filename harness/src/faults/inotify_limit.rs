@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
 use crate::cmd::{Cmd, Output};
 use crate::node::NodeProfile;

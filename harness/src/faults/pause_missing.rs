@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
+use super::api::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
 use crate::check::Problem;
 use crate::cmd::Cmd;
 use crate::node::{ContainerdConfig, NodeProfile, Setting};

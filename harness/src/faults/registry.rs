@@ -17,7 +17,7 @@
 //! random, made once per run and kept in the run's journal (a file only root reads: `statefile`), and
 //! it is never in a command line, record, report or plan. faultlab's own requests read it from a netrc
 //! file of the registry's (0600); the node's pushes from a hosts directory of the push's own (made
-//! fresh in [`super::WORK_PARENT`], removed after); the node's pulls from a registry the scenario calls
+//! fresh in [`super::api::WORK_PARENT`], removed after); the node's pulls from a registry the scenario calls
 //! open (no pull secret) from the registry's `hosts.toml` (an `Authorization` header), and from a
 //! registry with a login only through the workload's pull secret, as the documents have it. So a local
 //! user of this machine can neither push an image the node would then run, nor pull one.
@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Ctx, FaultError};
+use super::api::{Ctx, FaultError};
 use crate::cmd::{Cmd, Output};
 use crate::journal::Undo;
 use crate::node::{ContainerdConfig, RegistryProfile, Setting};
@@ -68,13 +68,13 @@ fn listeners_in_the_way(ss: &str, listen: &str) -> String {
 }
 
 /// What a fault that serves its workload's image from a run's registry needs: the ports that registry
-/// and the private one listen on at the node's registry address, and with `proxy` (a registry behind
-/// nginx) the one the registry itself listens on at 127.0.0.1, for that run alone.
-pub fn needs(proxy: bool) -> crate::needs::Needs {
+/// and the private one listen on at the node's registry address, and `behind_nginx` (the public
+/// registry behind nginx) the one the registry itself listens on at 127.0.0.1, for that run alone.
+pub fn needs(behind_nginx: bool) -> crate::needs::Needs {
     use crate::schedule::HostPort;
     let on_node = |port| HostPort { port, on_node_address: true };
     let mut host_ports = vec![on_node(RegistryProfile::PORT), on_node(RegistryProfile::PRIVATE_PORT)];
-    if proxy {
+    if behind_nginx {
         host_ports.push(HostPort { port: BACKEND_PORT, on_node_address: false });
     }
     crate::needs::Needs { host_ports, ..Default::default() }
@@ -625,7 +625,7 @@ impl Registry {
         ctx.run(step, complete_content(&ctx.node.profile)).await?;
         // The login in a hosts directory of the push's own (fresh, root's, removed after), never on
         // ctr's command line: a `hosts.toml` whose requests carry it, trusting the registry's CA.
-        let dir = format!("{}/push.{}-{}", super::WORK_PARENT, ctx.namespace, self.spec.name);
+        let dir = format!("{}/push.{}-{}", super::api::WORK_PARENT, ctx.namespace, self.spec.name);
         let server = format!("https://{}", self.endpoint());
         let hosts = format!(
             "server = \"{server}\"\n\n[host.\"{server}\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n  ca = \"{}/ca.crt\"\n  [host.\"{server}\".header]\n    Authorization = [\"{}\"]\n",
@@ -635,7 +635,7 @@ impl Registry {
         let ctr = ctx.node.profile.ctr(["images".to_string(), "push".into(), "--hosts-dir".into(), dir.clone(), self.image(), ctx.node.profile.images.busybox.clone()]);
         let script = format!(
             "{} && umask 077 && mkdir {dir}/{endpoint} && cat >{dir}/{endpoint}/hosts.toml && {{ {ctr}; s=$?; rm -rf {dir}; exit $s; }}",
-            super::fresh_private_dir(super::WORK_PARENT, &dir),
+            super::api::fresh_private_dir(super::api::WORK_PARENT, &dir),
             endpoint = self.endpoint(),
             ctr = crate::cmd::shell_join(&ctr.argv),
         );
@@ -716,14 +716,49 @@ pub fn check(deployment: &str) -> Vec<crate::check::Problem> {
 }
 
 /// What a registry fault needs of the workload: its Deployment.
-pub fn workload(deployment: &str) -> Vec<super::WorkloadRef> {
-    vec![super::WorkloadRef { field: "deployment", kind: "Deployment", name: deployment.to_string() }]
+pub fn workload(deployment: &str) -> Vec<super::api::WorkloadRef> {
+    vec![super::api::WorkloadRef { field: "deployment", kind: "Deployment", name: deployment.to_string() }]
 }
 
 /// What a plan's API answers a registry fault: its Deployment ([`plan_deployment`]).
 pub fn plan_api(deployment: &str, secret: Option<&str>) -> Vec<(String, serde_json::Value)> {
     vec![(format!("/deployments/{deployment}"), plan_deployment(deployment, secret))]
 }
+
+/// The [`Fault`](super::api::Fault) methods that every fault whose workload pulls from the run's
+/// registries has alike, written once: what it needs ([`needs`]: both registries' ports, and nginx's
+/// backend port when the public registry is `behind_nginx`), the Deployment the workload must have
+/// ([`workload`]), and what a plan's API holds ([`plan_api`]: the Deployment, with the pull Secret the
+/// fault names, if any). Inside `impl Fault for X`, with X's field names:
+/// `registry::pulling!(deployment, behind_nginx: false);` or
+/// `registry::pulling!(deployment, behind_nginx: false, secret: secret);`. Their reach is the default,
+/// the node: the registries are this run's own processes on this machine, the settings the node's.
+macro_rules! pulling {
+    ($deployment:ident, behind_nginx: $nginx:expr) => {
+        $crate::faults::registry::pulling!(@both $deployment, $nginx);
+
+        fn plan_api_answers(&self, _target: &$crate::gates::Target) -> Vec<(String, serde_json::Value)> {
+            $crate::faults::registry::plan_api(&self.$deployment, None)
+        }
+    };
+    ($deployment:ident, behind_nginx: $nginx:expr, secret: $secret:ident) => {
+        $crate::faults::registry::pulling!(@both $deployment, $nginx);
+
+        fn plan_api_answers(&self, _target: &$crate::gates::Target) -> Vec<(String, serde_json::Value)> {
+            $crate::faults::registry::plan_api(&self.$deployment, Some(&self.$secret))
+        }
+    };
+    (@both $deployment:ident, $nginx:expr) => {
+        fn needs(&self) -> $crate::needs::Needs {
+            $crate::faults::registry::needs($nginx)
+        }
+
+        fn workload_refs(&self) -> Vec<$crate::faults::api::WorkloadRef> {
+            $crate::faults::registry::workload(&self.$deployment)
+        }
+    };
+}
+pub(crate) use pulling;
 
 /// The Deployment `name`, checked to pull again when its pod is replaced ([`check_pulls_again`]).
 pub async fn pulling_deployment(ctx: &Ctx, name: &str) -> Result<serde_json::Value, FaultError> {

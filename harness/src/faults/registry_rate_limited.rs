@@ -21,10 +21,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::registry::{self, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
 use crate::cmd::Output;
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -51,29 +50,14 @@ fn public() -> Spec {
 
 #[async_trait]
 impl Fault for RegistryRateLimited {
-    /// Registries on this machine, their settings on the node, and the run's Deployment.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(true)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: true);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         registry::plan_answers(node)
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, None)
     }
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {

@@ -22,10 +22,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::registry::{self, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::check::Problem;
 use crate::cmd::{Cmd, Output};
-use crate::gates::Target;
 use crate::node::{NodeProfile, RegistryProfile};
 
 /// The comment of the fault's rule: the undo and the footprint find it by it.
@@ -67,30 +66,14 @@ pub fn remove_rule(address: &str, port: u16) -> Cmd {
 
 #[async_trait]
 impl Fault for RegistryUnreachable {
-    /// Registries on this machine, their settings and an iptables rule in the node's own network
-    /// namespace (on kind: the node container's), and the run's Deployment.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(false)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    registry::pulling!(deployment, behind_nginx: false);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)
     }
 
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
-    }
-
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
         registry::plan_answers(node)
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, None)
     }
 
     fn footprint(_node: &NodeProfile) -> Vec<Probe> {

@@ -23,10 +23,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::registry::{self, Registry, Spec};
-use super::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach, WorkloadRef};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::check::Problem;
 use crate::cmd::{Cmd, Output};
-use crate::gates::Target;
 use crate::node::NodeProfile;
 
 /// Where Debian and Ubuntu take local CAs from (the document's Ubuntu path).
@@ -108,23 +107,12 @@ pub fn fingerprint_line(pem: &str) -> Option<String> {
 
 #[async_trait]
 impl Fault for RegistryX509 {
-    /// A registry on this machine, its settings in the node's containerd, and (the fix) the node's CA
-    /// store. On kind the store is the node container's; on the test bed, whose node shares this
-    /// machine's files, it is this machine's, and the undo puts it back.
-    fn needs(&self) -> crate::needs::Needs {
-        registry::needs(false)
-    }
-
-    fn reach(&self) -> Reach {
-        Reach::Node
-    }
+    // Reach: the node. The fix writes the node's CA store: on kind the node container's; on the test
+    // bed, whose node shares this machine's files, this machine's, and the undo puts it back.
+    registry::pulling!(deployment, behind_nginx: false);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)
-    }
-
-    fn workload_refs(&self) -> Vec<WorkloadRef> {
-        registry::workload(&self.deployment)
     }
 
     fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
@@ -136,10 +124,6 @@ impl Fault for RegistryX509 {
         ];
         answers.extend(registry::plan_answers(node));
         answers
-    }
-
-    fn plan_api_answers(&self, _target: &Target) -> Vec<(String, serde_json::Value)> {
-        registry::plan_api(&self.deployment, None)
     }
 
     fn footprint(_node: &NodeProfile) -> Vec<Probe> {

@@ -5,7 +5,7 @@
 use serde::de::{self, DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
 use serde::Serialize;
 
-use super::FaultError;
+use super::api::FaultError;
 
 /// A fault's fix steps: a unit-variant enum deriving `Serialize` and `Deserialize` (every such type
 /// is one).

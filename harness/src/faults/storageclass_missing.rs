@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Ctx, Fault, FaultError, Fix, Presence, Reach};
+use super::api::{Ctx, Fault, FaultError, Fix, Presence, Reach};
 use crate::check::{dns_subdomain, quantity_milli, Problem};
 use crate::cmd::Cmd;
 
