@@ -1,21 +1,51 @@
-//! A small CRI client: the pod-sandbox calls of `runtime.v1.RuntimeService` and the image queries of
-//! `runtime.v1.ImageService` (`ListImages`, `ImageStatus`), over the runtime's unix socket, and the
-//! crictl-compatible command line of `faultlab-cri` built on them.
+//! A small CRI client: the pod-sandbox calls of `runtime.v1.RuntimeService` and the image calls of
+//! `runtime.v1.ImageService` (`ListImages`, `ImageStatus`, `PullImage`), over the runtime's unix
+//! socket, and the crictl-compatible command line of `faultlab-cri` built on them.
 //!
-//! Why it exists: the duplicate-container fault creates, lists and removes pod sandboxes through CRI,
-//! as `crictl runp/pods/rmp` do. kind nodes carry crictl; the test bed cannot (crictl is not packaged
-//! in Debian, and nothing may be downloaded there), so it runs `faultlab-cri` instead, with the same
-//! sub-commands, flags, config files and JSON output for the part faultlab uses. A fault therefore
-//! sends one argv to either node, with only the program prefix taken from the node profile.
-//! faultlab's own kind node image installs it as `crictl` too, so it also answers what kind itself
-//! runs in a node: `crictl images` (`kind export logs`) and `crictl inspecti IMAGE` (`kind load`,
-//! which reads `status.id` and `status.repoTags` of the JSON).
+//! Why it exists: the faults work a node's runtime through crictl (the duplicate-container fault
+//! creates, lists and removes pod sandboxes, as `crictl runp/pods/rmp` do). kind nodes carry crictl;
+//! the test bed cannot (crictl is not packaged in Debian, and nothing may be downloaded there), so it
+//! runs `faultlab-cri` instead, with the same argv and output. A fault therefore sends one argv to
+//! either node, with only the program prefix taken from the node profile. faultlab's own kind node
+//! image installs it as `crictl` too (`ci/kind/node-image`), so it also answers what kind itself runs
+//! in a node.
+//!
+//! # What calls it, and so what it does
+//!
+//! Each sub-command, flag and output format here has a caller; crictl's others are left out, and an
+//! output format that is left out is refused by name ([`check_output`]).
+//!
+//! | sub-command | flags, output | caller |
+//! | --- | --- | --- |
+//! | `version` | text | `ci/testbed/lib/node-images.sh:71` (the client reaches containerd); `ci/testbed/lib/supervisor.sh:292` (`--timeout 3`, the VM's proxy) |
+//! | `pods` | `-q` (IDs) | `harness/src/faults/cni_broken.rs:312` |
+//! | `pods` | `-q --label K=V` | `harness/src/faults/duplicate_container.rs:147` (the undo) |
+//! | `pods` | `--name RE --namespace RE -o json` | `harness/src/faults/duplicate_container.rs:140` |
+//! | `pods` | `-o json` | `harness/src/faults/duplicate_container.rs:181` (the footprint probe) |
+//! | `pods` | `[--name RE]`, table | a trainee, on the test bed through the alias `harness/src/training.rs:379` prints: the hints `scenarios/cni-broken.yaml:85`, `scenarios/duplicate-container.yaml:89` |
+//! | `runp` | `FILE` (crictl's JSON config) | `harness/src/faults/duplicate_container.rs:154` |
+//! | `stopp` | `ID...` | `harness/src/faults/duplicate_container.rs:213` |
+//! | `rmp` | `-f ID...` | `harness/src/faults/duplicate_container.rs:95` and `:148`; the hint `scenarios/duplicate-container.yaml:90` |
+//! | `pull` | `--pull-timeout Ns IMAGE` | `harness/src/faults/image_pull_slow.rs:206` |
+//! | `images` | table | kind v0.27.0 `pkg/cluster/internal/providers/common/logs.go:45` (`kind export logs` writes it to `images.log`; faultlab runs that at `harness/src/provider/kind.rs:934`) |
+//! | `inspecti` | `IMAGE` (a name or an image ID), JSON with the runtime's info | kind v0.27.0 `pkg/cluster/nodeutils/util.go:131` (`ImageID`: reads `status.id`) and `:151` (`ImageTags`: reads `status.repoTags`), from `kind load docker-image` (`pkg/cmd/kind/load/docker-image/docker-image.go:139`, `:156`; faultlab runs it at `harness/src/provider/kind.rs:741`) |
+//! | `proxy` | `--listen --upstream` | `ci/testbed/lib/components.sh:133`, `ci/testbed/test-lib:241`, `ci/kind/node-containerd2/etc/systemd/system/faultlab-cri-proxy.service:12` (not crictl's: see [`proxy`]) |
+//! | (all) | `--runtime-endpoint` | `harness/src/testbed.rs:188` (the test bed's node profile) |
+//! | (all) | `--timeout` | `harness/src/testbed.rs:190` (`50` on an emulated node), `ci/testbed/lib/supervisor.sh:292` |
+//!
+//! Nothing else runs crictl in faultlab's nodes. kind v0.27.0 runs it only in the two places above.
+//! kubeadm 1.20 would (`cmd/kubeadm/app/util/runtime/runtime.go`: `crictl -r SOCKET` with `info`,
+//! `pods -q`, `stopp`, `rmp`, `pull`, `inspecti`) from its preflight checks, `config images pull` and
+//! `reset`; kind runs `kubeadm init` and `join` with `--skip-phases=preflight` below 1.23
+//! (`pkg/cluster/internal/create/actions/kubeadminit/init.go:83-90`, `kubeadmjoin/join.go:138-141`)
+//! and neither of the others, so `info` is not here. No caller uses crictl's other formats (`yaml`,
+//! `go-template`, `-o json` of `images`, `inspecti -o table`), so crictl's Go formatting is reproduced
+//! only for the `images` table ([`images_table`]: go-units' sizes, tabwriter's columns).
 //!
 //! The messages are written by hand with prost's derive, field numbers as in
 //! `k8s.io/cri-api/pkg/apis/runtime/v1/api.proto` (Kubernetes 1.20; unchanged since for these
 //! messages, later fields noted where they are declared). That keeps protoc out of the build.
-//! containerd serves `runtime.v1` from 1.6 on. Output that crictl produces with Go's libraries
-//! (sizes, tables, JSON through Go maps, YAML, templates) is reproduced in [`gofmt`] and [`template`].
+//! containerd serves `runtime.v1` from 1.6 on.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,10 +54,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub mod gofmt;
 pub mod proxy;
 pub mod relay;
-pub mod template;
 
 /// The messages, as in cri-api's `runtime/v1/api.proto`.
 pub mod api {
@@ -343,14 +371,10 @@ pub enum CriError {
     Endpoint(String),
     #[error("--label {0:?}: expected key=value")]
     Label(String),
-    #[error("--state {0:?}: expected ready or notready")]
-    State(String),
     #[error("no such image {image:?} present")]
     NoSuchImage { image: String },
-    #[error("--output {format:?}: expected one of {expected}")]
-    Output { format: String, expected: &'static str },
-    #[error("--template: {0}")]
-    Template(#[source] template::TemplateError),
+    #[error("{command} --output {format:?}: faultlab-cri prints {command} only as {} (crictl's other formats have no caller here)", .offered.join(" or "))]
+    Output { command: &'static str, format: String, offered: &'static [&'static str] },
     #[error("--{flag} {pattern:?}: {source}")]
     Pattern {
         flag: &'static str,
@@ -426,8 +450,9 @@ impl RuntimeClient {
         self.unary("Version", api::VersionRequest { version: "v1".into() }).await
     }
 
-    pub async fn run_pod_sandbox(&mut self, config: api::PodSandboxConfig, runtime_handler: &str) -> Result<String, CriError> {
-        let request = api::RunPodSandboxRequest { config: Some(config), runtime_handler: runtime_handler.into() };
+    /// `RunPodSandbox` with the runtime's default handler (crictl's `runp` without `--runtime`).
+    pub async fn run_pod_sandbox(&mut self, config: api::PodSandboxConfig) -> Result<String, CriError> {
+        let request = api::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() };
         let response: api::RunPodSandboxResponse = self.unary("RunPodSandbox", request).await?;
         Ok(response.pod_sandbox_id)
     }
@@ -447,11 +472,10 @@ impl RuntimeClient {
         Ok(response.items)
     }
 
-    /// `ImageService.ListImages`, with `name` as the filter's image, as crictl sends it (an empty name
-    /// lists everything). containerd ignores the filter and always answers with every image; see
-    /// [`ImageRef::matches`] for the filter applied to the answer.
-    pub async fn list_images(&mut self, name: &str) -> Result<Vec<api::Image>, CriError> {
-        let request = api::ListImagesRequest { filter: Some(api::ImageFilter { image: Some(api::ImageSpec { image: name.into(), ..Default::default() }) }) };
+    /// `ImageService.ListImages` of every image, as `crictl images` sends it (a present filter with an
+    /// empty image).
+    pub async fn list_images(&mut self) -> Result<Vec<api::Image>, CriError> {
+        let request = api::ListImagesRequest { filter: Some(api::ImageFilter { image: Some(api::ImageSpec::default()) }) };
         let response: api::ListImagesResponse = self.call(IMAGE_SERVICE, "ListImages", request).await?;
         Ok(response.images)
     }
@@ -586,16 +610,7 @@ pub fn parse_label(text: &str) -> Result<(String, String), CriError> {
     }
 }
 
-/// `ready` / `notready` of `--state` (crictl also accepts the proto names).
-pub fn parse_state(text: &str) -> Result<api::PodSandboxState, CriError> {
-    match text.to_ascii_lowercase().as_str() {
-        "ready" | "sandbox_ready" => Ok(api::PodSandboxState::SandboxReady),
-        "notready" | "sandbox_notready" => Ok(api::PodSandboxState::SandboxNotready),
-        _ => Err(CriError::State(text.to_string())),
-    }
-}
-
-/// An image as `crictl images -o json` prints it: protobuf JSON with default values (camelCase,
+/// An image as `crictl inspecti` prints its status: protobuf JSON with default values (camelCase,
 /// 64-bit numbers as strings, empty lists and strings written out; `uid` and `spec` only when the
 /// runtime set them, as protojson leaves out unset messages).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -633,15 +648,9 @@ pub struct ImageSpecJson {
     pub image_ref: String,
 }
 
-/// `{"images": [...]}`, the shape of `crictl images -o json`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageListJson {
-    #[serde(default)]
-    pub images: Vec<ImageJson>,
-}
-
-/// One image of `crictl inspecti -o json`: `{"info": ..., "status": {...}}`, the runtime's verbose
-/// info entries beside the status (containerd: `info`, the image's config and chain ID).
+/// `crictl inspecti IMAGE`: `{"info": ..., "status": {...}}`, the runtime's verbose info entries
+/// beside the status (containerd: `info`, the image's config and chain ID). kind reads `status.id`
+/// and `status.repoTags`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ImageInspectJson {
     pub status: ImageJson,
@@ -670,7 +679,7 @@ impl ImageJson {
     }
 }
 
-/// crictl's order for `images`: by first repo tag when both images have one, else by first repo
+/// crictl's order for `images` (so only [`images_table`]'s): by first repo tag when both images have one, else by first repo
 /// digest when both have one, else by ID. That is not a total order when tagged and untagged images
 /// mix (Rust's sort may panic on such a comparison); this is the insertion sort Go's `slices.SortFunc`
 /// uses for up to 12 elements, so small lists come out exactly as crictl prints them.
@@ -689,83 +698,23 @@ pub fn sort_images(images: &mut [api::Image]) {
     }
 }
 
-/// The `REPOSITORY[:TAG]` argument of `images` (also `repo@digest` or an image ID).
-///
-/// crictl sends it to the runtime as the list filter and prints what comes back; containerd ignores
-/// that filter and returns every image (cri-tools#2008), so faultlab-cri sends it too and also keeps
-/// only the images it names: all tags of a repository given without a tag, one tag, one digest, or
-/// the image whose ID is (or starts with) a hex ID. Names are compared as given and in Docker's
-/// normal form (`busybox` is `docker.io/library/busybox`), which is how containerd stores tags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImageRef {
-    given: String,
-    names: Vec<String>,
-    tag: Option<String>,
-    digest: Option<String>,
-}
-
-impl ImageRef {
-    pub fn parse(text: &str) -> Self {
-        let (rest, digest) = match text.split_once('@') {
-            Some((name, digest)) => (name, Some(digest.to_string())),
-            None => (text, None),
-        };
-        let (name, tag) = match rest.rfind(':') {
-            Some(i) if !rest[i + 1..].contains('/') => (&rest[..i], Some(rest[i + 1..].to_string())),
-            _ => (rest, None),
-        };
-        let mut names = vec![name.to_string()];
-        let normal = docker_normal_name(name);
-        if normal != name {
-            names.push(normal);
-        }
-        ImageRef { given: text.to_string(), names, tag, digest }
-    }
-
-    pub fn matches(&self, image: &api::Image) -> bool {
-        let hex = self.given.strip_prefix("sha256:").unwrap_or(&self.given);
-        if image.id == self.given || (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) && image.id.trim_start_matches("sha256:").starts_with(hex)) {
-            return true;
-        }
-        if let Some(digest) = &self.digest {
-            return image.repo_digests.iter().any(|d| d.split_once('@').is_some_and(|(n, dg)| dg == digest && self.names.iter().any(|x| x == n)));
-        }
-        image.repo_tags.iter().any(|t| {
-            let (name, tag) = split_repo_tag(t);
-            self.names.iter().any(|n| n == name) && self.tag.as_ref().is_none_or(|want| want == tag)
-        })
-    }
-}
-
-/// `name:tag` split at the last colon that is not part of a registry's port.
-fn split_repo_tag(repo_tag: &str) -> (&str, &str) {
-    match repo_tag.rfind(':') {
-        Some(i) if !repo_tag[i + 1..].contains('/') => (&repo_tag[..i], &repo_tag[i + 1..]),
-        _ => (repo_tag, ""),
-    }
-}
-
-/// Docker's normal form of a repository name: `docker.io/` when the first part is no registry,
-/// `library/` for an official image.
-fn docker_normal_name(name: &str) -> String {
-    match name.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" || first.chars().any(|c| c.is_ascii_uppercase()) => name.to_string(),
-        Some(_) => format!("docker.io/{name}"),
-        None => format!("docker.io/library/{name}"),
-    }
-}
-
-/// crictl's ID column: without `prefix`, at most 13 characters.
-pub fn truncated_id(id: &str, prefix: &str) -> String {
-    id.strip_prefix(prefix).unwrap_or(id).chars().take(13).collect()
+/// crictl's IMAGE ID column: without `sha256:`, at most 13 characters.
+fn truncated_id(id: &str) -> String {
+    id.strip_prefix("sha256:").unwrap_or(id).chars().take(13).collect()
 }
 
 /// The (IMAGE, TAG) rows of one image, as crictl derives them: one per repo tag, the repository of
 /// the first repo digest and `<none>` for an image without tags.
-pub fn repo_tag_pairs(image: &api::Image) -> Vec<(String, String)> {
-    let (image_name, _) = repo_digest(image);
+fn repo_tag_pairs(image: &api::Image) -> Vec<(String, String)> {
+    let digest_repository = match image.repo_digests.first().map(|d| d.split('@').collect::<Vec<_>>()) {
+        None => "<none>".to_string(),
+        Some(parts) => match parts.as_slice() {
+            [name, _] => name.to_string(),
+            _ => "errorName".into(),
+        },
+    };
     if image.repo_tags.is_empty() {
-        return vec![(image_name, "<none>".into())];
+        return vec![(digest_repository, "<none>".into())];
     }
     image
         .repo_tags
@@ -773,129 +722,90 @@ pub fn repo_tag_pairs(image: &api::Image) -> Vec<(String, String)> {
         .map(|t| match t.rfind(':') {
             None => ("errorRepoTag".into(), "errorRepoTag".into()),
             Some(i) => {
-                let name = if &t[..i] == "<none>" { image_name.clone() } else { t[..i].to_string() };
+                let name = if &t[..i] == "<none>" { digest_repository.clone() } else { t[..i].to_string() };
                 (name, t[i + 1..].to_string())
             }
         })
         .collect()
 }
 
-/// The repository and digest of an image's first repo digest (`<none>` for none).
-pub fn repo_digest(image: &api::Image) -> (String, String) {
-    match image.repo_digests.first() {
-        None => ("<none>".into(), "<none>".into()),
-        Some(d) => match d.split('@').collect::<Vec<_>>().as_slice() {
-            [name, digest] => (name.to_string(), digest.to_string()),
-            _ => ("errorName".into(), "errorRepoDigest".into()),
-        },
-    }
-}
-
-/// Columns of `crictl images` beyond IMAGE, TAG, IMAGE ID and SIZE.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ImageColumns {
-    pub digests: bool,
-    pub pinned: bool,
-    pub no_trunc: bool,
-}
-
-/// `crictl images` as a table: header, then one row per repo tag.
-pub fn images_table(images: &[api::Image], columns: ImageColumns) -> String {
-    let mut header = vec!["IMAGE".to_string(), "TAG".into()];
-    if columns.digests {
-        header.push("DIGEST".into());
-    }
-    header.extend(["IMAGE ID".to_string(), "SIZE".into()]);
-    if columns.pinned {
-        header.push("PINNED".into());
-    }
-    let mut rows = vec![header];
+/// `crictl images` (kind's `images.log`): a header, then a row per repo tag, in crictl's columns.
+pub fn images_table(images: &[api::Image]) -> String {
+    let mut rows = vec![["IMAGE", "TAG", "IMAGE ID", "SIZE"].map(String::from)];
     for image in images {
-        let (_, mut digest) = repo_digest(image);
-        let mut id = image.id.clone();
-        if !columns.no_trunc {
-            id = truncated_id(&id, "sha256:");
-            digest = truncated_id(&digest, "sha256:");
-        }
-        let size = gofmt::human_size(image.size);
-        for (name, tag) in repo_tag_pairs(image) {
-            let mut row = vec![name, tag];
-            if columns.digests {
-                row.push(digest.clone());
-            }
-            row.extend([id.clone(), size.clone()]);
-            if columns.pinned {
-                row.push(image.pinned.to_string());
-            }
-            rows.push(row);
-        }
+        let (id, size) = (truncated_id(&image.id), human_size(image.size));
+        rows.extend(repo_tag_pairs(image).into_iter().map(|(name, tag)| [name, tag, id.clone(), size.clone()]));
     }
-    gofmt::tabwriter(&rows, 20, 3)
+    tabwriter(&rows)
 }
 
-/// `crictl images --verbose`: a block of `Key: value` lines per image.
-pub fn images_verbose(images: &[api::Image]) -> String {
+/// Go's `text/tabwriter` as crictl's tables set it up (minimum width 20, padding 3, spaces): every
+/// cell but a row's last is padded to its column's width, the widest cell plus 3, at least 20.
+/// Widths count characters, as tabwriter counts runes.
+fn tabwriter(rows: &[[String; 4]]) -> String {
+    let mut widths = [20; 3];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count() + 3);
+        }
+    }
     let mut out = String::new();
-    for image in images {
-        out.push_str(&format!("ID: {}\n", image.id));
-        image.repo_tags.iter().for_each(|t| out.push_str(&format!("RepoTags: {t}\n")));
-        image.repo_digests.iter().for_each(|d| out.push_str(&format!("RepoDigests: {d}\n")));
-        if image.size != 0 {
-            out.push_str(&format!("Size: {}\n", image.size));
+    for row in rows {
+        for (width, cell) in widths.iter().zip(row) {
+            out.push_str(cell);
+            out.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
         }
-        if let Some(uid) = image.uid {
-            out.push_str(&format!("Uid: value:{}\n", uid.value));
-        }
-        if !image.username.is_empty() {
-            out.push_str(&format!("Username: {}\n", image.username));
-        }
-        if image.pinned {
-            out.push_str("Pinned: true\n");
-        }
+        out.push_str(&row[3]);
         out.push('\n');
     }
     out
 }
 
-/// What `crictl inspecti` prints for its answers, as a JSON value: per image its status and the
-/// runtime's info entries (an entry whose text is a JSON object is included as that object, any
-/// other text as a string without its quotes); one image on its own, several as an array.
-pub fn inspect_value(answers: &[(api::Image, BTreeMap<String, String>)]) -> Result<serde_json::Value, serde_json::Error> {
-    let mut all = Vec::new();
-    for (image, info) in answers {
-        let mut entry = serde_json::Map::new();
-        entry.insert("status".into(), serde_json::to_value(ImageJson::from_api(image))?);
-        for (key, text) in info {
-            let value = if text.starts_with('{') { serde_json::from_str(text)? } else { serde_json::Value::String(text.trim_matches('"').to_string()) };
-            entry.insert(key.clone(), value);
-        }
-        all.push(serde_json::Value::Object(entry));
+/// The SIZE column: docker/go-units' `HumanSizeWithPrecision(size, 3)`, decimal units and Go's
+/// `%.3g` (so 999 999 bytes is `1e+03kB`, as crictl prints it).
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 9] = ["B", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"];
+    let mut size = bytes as f64;
+    let mut unit = 0;
+    while size >= 1000.0 && unit < UNITS.len() - 1 {
+        size /= 1000.0;
+        unit += 1;
     }
-    Ok(if all.len() == 1 { all.pop().expect("one") } else { serde_json::Value::Array(all) })
+    // `%.3g` of a size that is 0 or at least 1: three significant digits, rounded as Go rounds them
+    // (half to even, as Rust's `{:e}` does), trailing zeros dropped; the exponent form from 1000 on.
+    let text = format!("{size:.2e}");
+    let (mantissa, exponent) = text.split_once('e').expect("{:e} writes an exponent");
+    let exponent: usize = exponent.parse().expect("not negative: the size is 0 or at least 1");
+    let trim = |s: &str| s.trim_end_matches('0').trim_end_matches('.').to_string();
+    let number = if exponent >= 3 {
+        format!("{}e+{exponent:02}", trim(mantissa))
+    } else {
+        let digits = mantissa.replace('.', "");
+        trim(&format!("{}.{}", &digits[..=exponent], &digits[exponent + 1..]))
+    };
+    format!("{number}{}", UNITS[unit])
 }
 
-/// `inspecti`'s output of [`inspect_value`] in a format crictl offers for it: `json` (Go's
-/// `encoding/json`, keys sorted), `yaml` or `go-template` with `template`.
-pub fn render_status(value: &serde_json::Value, format: &str, template: &str) -> Result<String, CriError> {
-    match format {
-        "json" => Ok(gofmt::json(value, Some("  "))),
-        "yaml" => Ok(gofmt::yaml(value)),
-        "go-template" => template::Template::parse(template).and_then(|t| t.execute(value)).map_err(CriError::Template),
-        other => Err(CriError::Output { format: other.to_string(), expected: "json, yaml, go-template, table" }),
+/// What `crictl inspecti IMAGE` prints: [`ImageInspectJson`] as JSON, keys sorted as crictl's Go map
+/// writes them (an info entry whose text is a JSON object is included as that object, any other text
+/// as a string without its quotes).
+pub fn inspect_json(image: &api::Image, info: &BTreeMap<String, String>) -> Result<String, serde_json::Error> {
+    let mut entry = serde_json::Map::new();
+    entry.insert("status".into(), serde_json::to_value(ImageJson::from_api(image))?);
+    for (key, text) in info {
+        let value = if text.starts_with('{') { serde_json::from_str(text)? } else { serde_json::Value::String(text.trim_matches('"').to_string()) };
+        entry.insert(key.clone(), value);
     }
+    serde_json::to_string_pretty(&serde_json::Value::Object(entry))
 }
 
-/// `crictl inspecti -o table`: ID, tags, digests, size and (verbose) the info map.
-pub fn image_status_table(image: &api::Image, info: &BTreeMap<String, String>, verbose: bool) -> String {
-    let mut out = format!("ID: {}\n", image.id);
-    image.repo_tags.iter().for_each(|t| out.push_str(&format!("Tag: {t}\n")));
-    image.repo_digests.iter().for_each(|d| out.push_str(&format!("Digest: {d}\n")));
-    out.push_str(&format!("Size: {}\n", gofmt::human_size(image.size)));
-    if verbose {
-        let entries: Vec<String> = info.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-        out.push_str(&format!("Info: map[{}]\n", entries.join(" ")));
+/// `--output` of `command`: one of the formats it `offers` (the ones its callers read, in the table
+/// of this crate's documentation), or an error that says so before anything is sent.
+pub fn check_output(command: &'static str, format: &str, offers: &'static [&'static str]) -> Result<(), CriError> {
+    if offers.contains(&format) {
+        return Ok(());
     }
-    out
+    Err(CriError::Output { command, format: format.to_string(), offered: offers })
 }
 
 #[cfg(test)]
@@ -976,14 +886,12 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_labels_and_states() {
+    fn endpoints_labels_and_name_filters() {
         assert_eq!(socket_path("unix:///run/c.sock").unwrap(), PathBuf::from("/run/c.sock"));
         assert_eq!(socket_path("/run/c.sock").unwrap(), PathBuf::from("/run/c.sock"));
         assert!(socket_path("tcp://1.2.3.4:5").is_err());
         assert_eq!(parse_label("a=b=c").unwrap(), ("a".into(), "b=c".into()));
         assert!(parse_label("novalue").is_err());
-        assert_eq!(parse_state("Ready").unwrap(), api::PodSandboxState::SandboxReady);
-        assert!(parse_state("running").is_err());
         let filter = PodsFilter::new(Some("^web-"), None).unwrap();
         let mut s = api::PodSandbox { metadata: Some(api::PodSandboxMetadata { name: "web-1".into(), ..Default::default() }), ..Default::default() };
         assert!(filter.keeps(&s));
@@ -1074,47 +982,46 @@ mod tests {
             2_130_745,
         );
         let untagged = image("sha256:0bc750b47d82b33c2fcd8ed80df16bc1e33ebb0f42d9bf3f56c537cdcff389a5", &[], &["registry.k8s.io/pause@sha256:2b9f"], 697_081);
-        let table = images_table(&[busybox.clone(), untagged.clone()], ImageColumns::default());
         assert_eq!(
-            table,
+            images_table(&[busybox, untagged]),
             "IMAGE                      TAG                 IMAGE ID            SIZE\n\
              faultlab.invalid/busybox   1.35                a3ab598d21bd9       2.13MB\n\
              faultlab.invalid/busybox   latest              a3ab598d21bd9       2.13MB\n\
              registry.k8s.io/pause      <none>              0bc750b47d82b       697kB\n"
         );
-        let wide = images_table(std::slice::from_ref(&busybox), ImageColumns { digests: true, pinned: true, no_trunc: true });
-        let header = wide.lines().next().unwrap();
-        assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["IMAGE", "TAG", "DIGEST", "IMAGE", "ID", "SIZE", "PINNED"]);
-        let row: Vec<&str> = wide.lines().nth(1).unwrap().split_whitespace().collect();
-        assert_eq!(row[2], "sha256:3148afe475305a519b31a76794528c319c5d3cd00e176d9ab891971a88a4c581");
-        assert_eq!(row[3], busybox.id);
-        assert_eq!(row[5], "false");
-        let short = images_table(std::slice::from_ref(&busybox), ImageColumns { digests: true, ..Default::default() });
-        assert!(short.lines().nth(1).unwrap().ends_with("   1.35                3148afe475305       a3ab598d21bd9       2.13MB"), "{short}");
-
-        // -o json: protobuf JSON with defaults, uid and spec only when set.
-        let json = serde_json::to_value(ImageJson::from_api(&busybox)).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"id": busybox.id, "repoTags": busybox.repo_tags, "repoDigests": busybox.repo_digests,
-                               "size": "2130745", "username": "", "pinned": false})
-        );
-        let mut with_uid = untagged.clone();
-        with_uid.uid = Some(api::Int64Value { value: 0 });
-        with_uid.spec = Some(api::ImageSpec { image: "x".into(), ..Default::default() });
-        let json = serde_json::to_value(ImageJson::from_api(&with_uid)).unwrap();
-        assert_eq!(json["uid"], serde_json::json!({"value": "0"}));
-        assert_eq!(json["spec"], serde_json::json!({"image": "x", "annotations": {}, "userSpecifiedImage": "", "runtimeHandler": "", "imageRef": ""}));
-        assert_eq!(json["repoTags"], serde_json::json!([]));
-        let keys: Vec<String> = serde_json::to_string(&ImageJson::from_api(&with_uid)).unwrap().split("\":").map(|k| k.rsplit('"').next().unwrap().to_string()).collect();
-        assert_eq!(keys[..8], ["id", "repoTags", "repoDigests", "size", "uid", "value", "username", "spec"]);
-
-        let verbose = images_verbose(&[with_uid]);
-        assert_eq!(verbose, format!("ID: {}\nRepoDigests: registry.k8s.io/pause@sha256:2b9f\nSize: 697081\nUid: value:0\n\n", untagged.id));
+        assert_eq!(images_table(&[]), "IMAGE               TAG                 IMAGE ID            SIZE\n");
+        assert_eq!(repo_tag_pairs(&image("i", &["<none>:<none>"], &["r@sha256:1"], 1)), [("r".to_string(), "<none>".to_string())]);
+        assert_eq!(repo_tag_pairs(&image("i", &["notag"], &[], 1)), [("errorRepoTag".to_string(), "errorRepoTag".to_string())]);
+        assert_eq!(repo_tag_pairs(&image("i", &[], &[], 1)), [("<none>".to_string(), "<none>".to_string())]);
+        assert_eq!(truncated_id("sha256:0123456789abcdef"), "0123456789abc");
     }
 
     #[test]
-    fn images_are_sorted_and_filtered_as_crictl_means_it() {
+    fn sizes_read_as_crictl_prints_them() {
+        // HumanSizeWithPrecision(x, 3) = fmt.Sprintf("%.3g%s", ...), values checked against Go's %g rules.
+        let cases = [
+            (0, "0B"),
+            (5, "5B"),
+            (999, "999B"),
+            (1000, "1kB"),
+            (1125, "1.12kB"), // a tie, rounded to even as Go does
+            (1536, "1.54kB"),
+            (12_345, "12.3kB"),
+            (100_000, "100kB"),
+            (999_499, "999kB"),
+            (999_999, "1e+03kB"),
+            (2_097_152, "2.1MB"),
+            (696_832, "697kB"),
+            (1_234_567_890, "1.23GB"),
+            (u64::MAX, "18.4EB"),
+        ];
+        for (bytes, text) in cases {
+            assert_eq!(human_size(bytes), text, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn images_are_sorted_as_crictl_sorts_them() {
         let mut images = vec![
             image("sha256:c", &["b/x:1"], &[], 1),
             image("sha256:b", &[], &["z@sha256:1"], 1),
@@ -1128,39 +1035,13 @@ mod tests {
         let mut tagged = vec![image("3", &["c:1"], &[], 1), image("1", &["a:1"], &[], 1), image("2", &["b:1"], &[], 1)];
         sort_images(&mut tagged);
         assert_eq!(tagged.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["1", "2", "3"]);
-
-        let busybox = image("sha256:a3ab598d21bd9a0d", &["docker.io/library/busybox:1.36", "faultlab.invalid/busybox:1.35"], &["docker.io/library/busybox@sha256:77"], 1);
-        let pause = image("sha256:0bc750b47d82", &["faultlab.invalid/cce-pause:3.1", "localhost:5000/pause:3.1"], &[], 1);
-        for (arg, busybox_matches, pause_matches) in [
-            ("busybox", true, false),
-            ("busybox:1.36", true, false),
-            ("busybox:1.35", false, false),
-            ("docker.io/library/busybox", true, false),
-            ("faultlab.invalid/busybox", true, false),
-            ("faultlab.invalid/busybox:1.35", true, false),
-            ("faultlab.invalid/busybox:9", false, false),
-            ("busybox@sha256:77", true, false),
-            ("busybox@sha256:78", false, false),
-            ("a3ab598d", true, false),
-            ("sha256:0bc750b47d82", false, true),
-            ("localhost:5000/pause", false, true),
-            ("localhost:5000/pause:3.1", false, true),
-            ("pause", false, false),
-        ] {
-            let r = ImageRef::parse(arg);
-            assert_eq!((r.matches(&busybox), r.matches(&pause)), (busybox_matches, pause_matches), "{arg}");
-        }
-        assert_eq!(repo_tag_pairs(&image("i", &["<none>:<none>"], &["r@sha256:1"], 1)), [("r".to_string(), "<none>".to_string())]);
-        assert_eq!(repo_tag_pairs(&image("i", &["notag"], &[], 1)), [("errorRepoTag".to_string(), "errorRepoTag".to_string())]);
-        assert_eq!(truncated_id("sha256:0123456789abcdef", "sha256:"), "0123456789abc");
     }
 
     #[test]
     fn inspecti_prints_status_and_info_as_crictl_does() {
         let busybox = image("sha256:a3ab", &["faultlab.invalid/busybox:1.35"], &[], 2_130_745);
         let info: BTreeMap<String, String> = [("info".to_string(), r#"{"chainID":"sha256:33","imageSpec":{"os":"linux"}}"#.to_string()), ("note".to_string(), "\"plain\"".to_string())].into();
-        let value = inspect_value(&[(busybox.clone(), info.clone())]).unwrap();
-        let json = render_status(&value, "json", "").unwrap();
+        let json = inspect_json(&busybox, &info).unwrap();
         assert_eq!(
             json,
             "{\n  \"info\": {\n    \"chainID\": \"sha256:33\",\n    \"imageSpec\": {\n      \"os\": \"linux\"\n    }\n  },\n  \"note\": \"plain\",\n  \"status\": {\n    \"id\": \"sha256:a3ab\",\n    \"pinned\": false,\n    \"repoDigests\": [],\n    \"repoTags\": [\n      \"faultlab.invalid/busybox:1.35\"\n    ],\n    \"size\": \"2130745\",\n    \"username\": \"\"\n  }\n}"
@@ -1170,15 +1051,23 @@ mod tests {
         assert_eq!((parsed.status.id.as_str(), parsed.status.repo_tags.as_slice()), ("sha256:a3ab", &["faultlab.invalid/busybox:1.35".to_string()][..]));
         assert_eq!(parsed.info["note"], "plain");
 
-        let two = inspect_value(&[(busybox.clone(), BTreeMap::new()), (busybox.clone(), BTreeMap::new())]).unwrap();
-        assert_eq!(two.as_array().map(Vec::len), Some(2));
-        assert!(render_status(&two, "yaml", "").unwrap().starts_with("- status:\n    id: sha256:a3ab\n"));
-        assert_eq!(render_status(&value, "go-template", "{{.status.id}} {{.info.imageSpec.os}}").unwrap(), "sha256:a3ab linux");
-        let err = render_status(&value, "go-template", "{{.status.nope}}").unwrap_err().to_string();
-        assert!(err.contains("map has no entry for key \"nope\""), "{err}");
-        assert!(render_status(&value, "xml", "").unwrap_err().to_string().contains("--output \"xml\""));
+        // protobuf JSON: uid and spec only when the runtime set them.
+        let mut with_uid = busybox.clone();
+        with_uid.uid = Some(api::Int64Value { value: 0 });
+        with_uid.spec = Some(api::ImageSpec { image: "x".into(), ..Default::default() });
+        let status = serde_json::to_value(ImageJson::from_api(&with_uid)).unwrap();
+        assert_eq!(status["uid"], serde_json::json!({"value": "0"}));
+        assert_eq!(status["spec"], serde_json::json!({"image": "x", "annotations": {}, "userSpecifiedImage": "", "runtimeHandler": "", "imageRef": ""}));
         assert_eq!(CriError::NoSuchImage { image: "x:1".into() }.to_string(), "no such image \"x:1\" present");
-        let table = image_status_table(&busybox, &info, false);
-        assert_eq!(table, "ID: sha256:a3ab\nTag: faultlab.invalid/busybox:1.35\nSize: 2.13MB\n");
+    }
+
+    #[test]
+    fn an_output_format_no_caller_reads_is_refused_by_name() {
+        assert!(check_output("inspecti", "json", &["json"]).is_ok());
+        assert!(check_output("pods", "table", &["table", "json"]).is_ok());
+        let err = check_output("inspecti", "go-template", &["json"]).unwrap_err().to_string();
+        assert_eq!(err, "inspecti --output \"go-template\": faultlab-cri prints inspecti only as json (crictl's other formats have no caller here)");
+        let err = check_output("pods", "yaml", &["table", "json"]).unwrap_err().to_string();
+        assert!(err.contains("only as table or json"), "{err}");
     }
 }

@@ -1,14 +1,14 @@
 //! `faultlab-cri`, the test bed's crictl, against the test bed's real containerd: a pod sandbox run,
-//! listed, stopped and removed, as the duplicate-container fault does; the test bed's images listed,
-//! filtered and inspected, as kind runs `crictl images` and `crictl inspecti` in its nodes; a pull that
-//! the runtime fails. Bad input
-//! is checked without a runtime. Without the test bed the runtime trials are reported ignored.
+//! listed, stopped and removed, as the duplicate-container fault does; the test bed's images listed
+//! and inspected, as kind runs `crictl images` and `crictl inspecti` in its nodes; a pull that the
+//! runtime fails. Bad input (a config, an output format no caller reads) is checked without a
+//! runtime. Without the test bed the runtime trials are reported ignored.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 
 use faultlab::testbed::TestBed;
-use faultlab_cri::{ImageInspectJson, ImageListJson, SandboxListJson};
+use faultlab_cri::{ImageInspectJson, SandboxListJson};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 fn main() -> ExitCode {
@@ -33,8 +33,8 @@ fn main() -> ExitCode {
     };
     let trials = vec![
         on_bed("sandbox-run-list-stop-remove", sandbox_life_cycle),
-        on_bed("images-list-quiet-filter", images_listed),
-        on_bed("inspecti-present-and-missing", images_inspected),
+        on_bed("images-table", images_listed),
+        on_bed("inspecti-by-name-id-and-missing", images_inspected),
         on_bed("pull-of-an-unknown-host-fails-naming-it", pull_fails),
         Trial::test("bad-config-is-refused-before-connecting", bad_config),
         Trial::test("bad-output-is-refused-before-connecting", bad_output),
@@ -127,101 +127,49 @@ fn bed_images(description: &Path) -> Result<(String, String, String), Failed> {
     Ok((format!("unix://{}", node.containerd.address), node.images.busybox.clone(), node.images.pause.clone()))
 }
 
-fn image_list(endpoint: &str, args: &[&str]) -> Result<ImageListJson, Failed> {
-    let mut all = vec!["images", "-o", "json"];
-    all.extend_from_slice(args);
-    let text = ok(endpoint, &all)?;
-    serde_json::from_str(&text).map_err(|e| Failed::from(format!("images -o json: {e}: {text}")))
+/// `inspecti IMAGE`, as kind reads it.
+fn inspected(endpoint: &str, image: &str) -> Result<ImageInspectJson, Failed> {
+    let text = ok(endpoint, &["inspecti", image])?;
+    serde_json::from_str(&text).map_err(|e| Failed::from(format!("inspecti {image}: {e}: {text}")))
 }
 
+/// `images`: crictl's header, a row per tag with the 13-character ID and a size (kind's `images.log`).
 fn images_listed(description: &Path) -> Result<(), Failed> {
     let (endpoint, busybox, pause) = bed_images(description)?;
-    let list = image_list(&endpoint, &[])?;
-    let id_of = |name: &str| -> Result<String, Failed> {
-        match list.images.iter().filter(|i| i.repo_tags.iter().any(|t| t == name)).collect::<Vec<_>>().as_slice() {
-            [image] => Ok(image.id.clone()),
-            other => Err(format!("images -o json: {name} tagged on {} images: {list:?}", other.len()).into()),
-        }
-    };
-    let busybox_id = id_of(&busybox)?;
-    id_of(&pause)?;
-    for image in &list.images {
-        let hex = image.id.strip_prefix("sha256:").unwrap_or("");
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) || image.size.parse::<u64>().map_or(true, |n| n == 0) {
-            return Err(format!("not an image ID and a size in bytes: {image:?}").into());
-        }
-    }
-
-    // -q: the IDs, one a line, the same images as the JSON list.
-    let quiet = ok(&endpoint, &["images", "-q"])?;
-    let mut ids: Vec<&str> = quiet.lines().collect();
-    let mut listed: Vec<&str> = list.images.iter().map(|i| i.id.as_str()).collect();
-    ids.sort();
-    listed.sort();
-    if ids != listed {
-        return Err(format!("images -q printed {quiet:?}, the JSON list has {listed:?}").into());
-    }
-
-    // The table: crictl's header, one row per tag with the 13-character ID.
     let table = ok(&endpoint, &["images"])?;
-    let (repo, tag) = busybox.rsplit_once(':').ok_or("the busybox image has no tag")?;
-    let short = &busybox_id["sha256:".len().."sha256:".len() + 13];
     let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
-    let row = table.lines().find(|l| l.split_whitespace().next() == Some(repo)).map(|l| l.split_whitespace().collect::<Vec<_>>());
-    if header != ["IMAGE", "TAG", "IMAGE", "ID", "SIZE"] || !matches!(row.as_deref(), Some([_, t, id, size]) if t == &tag && id == &short && size.ends_with('B')) {
-        return Err(format!("images table without the row {repo} {tag} {short} SIZE:\n{table}").into());
+    if header != ["IMAGE", "TAG", "IMAGE", "ID", "SIZE"] {
+        return Err(format!("images: not crictl's header:\n{table}").into());
     }
-
-    // Filtered by name: the tag, the repository, the short ID; a name that is not there lists nothing.
-    for name in [busybox.as_str(), repo, short] {
-        let only = ok(&endpoint, &["images", "-q", name])?;
-        if only.trim() != busybox_id {
-            return Err(format!("images -q {name} printed {only:?}, not only {busybox_id}").into());
+    for image in [&busybox, &pause] {
+        let id = inspected(&endpoint, image)?.status.id;
+        let (repo, tag) = image.rsplit_once(':').ok_or_else(|| format!("{image} has no tag"))?;
+        let short = id.strip_prefix("sha256:").unwrap_or(&id).get(..13).ok_or_else(|| format!("{image}: image ID {id:?}"))?;
+        let row = table.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|r| r.first() == Some(&repo) && r.get(1) == Some(&tag));
+        if !matches!(row.as_deref(), Some([_, _, i, size]) if i == &short && size.ends_with('B') && size.starts_with(|c: char| c.is_ascii_digit())) {
+            return Err(format!("images: no row {repo} {tag} {short} SIZE:\n{table}").into());
         }
-    }
-    if !image_list(&endpoint, &[&format!("{repo}:no-such-tag")])?.images.is_empty() {
-        return Err(format!("images {repo}:no-such-tag listed images").into());
-    }
-    let empty = ok(&endpoint, &["images", "faultlab.invalid/no-such-image"])?;
-    if empty.lines().count() != 1 || !empty.starts_with("IMAGE ") {
-        return Err(format!("images of a missing name should print the header only: {empty:?}").into());
-    }
-    let yaml = ok(&endpoint, &["images", "-o", "yaml", &busybox])?;
-    if !yaml.starts_with(&format!("images:\n- id: {busybox_id}\n")) || !yaml.contains(&format!("  repoTags:\n  - {busybox}\n")) {
-        return Err(format!("images -o yaml {busybox}: {yaml}").into());
     }
     Ok(())
 }
 
 fn images_inspected(description: &Path) -> Result<(), Failed> {
-    let (endpoint, busybox, pause) = bed_images(description)?;
-    let busybox_id = ok(&endpoint, &["images", "-q", &busybox])?.trim().to_string();
-
-    // What kind's `crictl inspecti IMAGE` reads: {"status": {"id": ..., "repoTags": [...]}}.
-    let text = ok(&endpoint, &["inspecti", &busybox])?;
-    let inspected: ImageInspectJson = serde_json::from_str(&text).map_err(|e| format!("inspecti {busybox}: {e}: {text}"))?;
-    if inspected.status.id != busybox_id || !inspected.status.repo_tags.contains(&busybox) {
-        return Err(format!("inspecti {busybox}: status {:?}, expected id {busybox_id}", inspected.status).into());
+    let (endpoint, busybox, _) = bed_images(description)?;
+    // What kind's `ImageID` reads: {"status": {"id": ...}}, by name.
+    let by_name = inspected(&endpoint, &busybox)?;
+    let id = by_name.status.id.clone();
+    let hex = id.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) || !by_name.status.repo_tags.contains(&busybox) {
+        return Err(format!("inspecti {busybox}: status {:?}", by_name.status).into());
     }
-    // containerd's verbose info: the image config and its chain ID; -q leaves it out.
-    if !inspected.info.get("info").is_some_and(|i| i["imageSpec"]["rootfs"]["type"] == "layers" && i["chainID"].is_string()) {
-        return Err(format!("inspecti {busybox}: no verbose info from containerd: {text}").into());
+    // containerd's verbose info: the image config and its chain ID.
+    if !by_name.info.get("info").is_some_and(|i| i["imageSpec"]["rootfs"]["type"] == "layers" && i["chainID"].is_string()) {
+        return Err(format!("inspecti {busybox}: no verbose info from containerd: {:?}", by_name.info).into());
     }
-    let quiet: ImageInspectJson = serde_json::from_str(&ok(&endpoint, &["inspecti", "-q", &busybox])?).map_err(|e| e.to_string())?;
-    if !quiet.info.is_empty() || quiet.status != inspected.status {
-        return Err(format!("inspecti -q {busybox}: {quiet:?}").into());
-    }
-
-    // By short ID, several at once (an array), and through a template.
-    let short = &busybox_id["sha256:".len().."sha256:".len() + 13];
-    let both: Vec<ImageInspectJson> = serde_json::from_str(&ok(&endpoint, &["inspecti", "-q", short, &pause])?).map_err(|e| e.to_string())?;
-    match both.as_slice() {
-        [a, b] if a.status.id == busybox_id && b.status.repo_tags.contains(&pause) => {}
-        other => return Err(format!("inspecti {short} {pause}: {other:?}").into()),
-    }
-    let templated = ok(&endpoint, &["inspecti", "-o", "go-template", "--template", "{{.status.id}} {{range .status.repoTags}}{{.}}{{end}}", &busybox])?;
-    if templated.trim_end() != format!("{busybox_id} {busybox}") {
-        return Err(format!("inspecti -o go-template printed {templated:?}").into());
+    // What kind's `ImageTags` reads: {"status": {"repoTags": [...]}}, by the image ID Docker gives.
+    let by_id = inspected(&endpoint, &id)?;
+    if by_id.status != by_name.status {
+        return Err(format!("inspecti {id}: {:?}, by name {:?}", by_id.status, by_name.status).into());
     }
 
     // A missing image: non-zero, crictl's message, nothing on stdout.
@@ -247,12 +195,20 @@ fn pull_fails(description: &Path) -> Result<(), Failed> {
     Ok(())
 }
 
+/// An output format no caller reads (crictl's yaml, go-template, ...) is refused by name before any
+/// connection, and so is `--template`.
 fn bad_output() -> Result<(), Failed> {
-    for args in [&["images", "-o", "xml"][..], &["inspecti", "-o", "wide", "x"], &["inspecti", "-o", "go-template", "--template", "{{.a", "x"]] {
+    for (args, said) in [
+        (&["images", "-o", "json"][..], "images --output \"json\": faultlab-cri prints images only as table"),
+        (&["inspecti", "-o", "go-template", "x"], "inspecti --output \"go-template\": faultlab-cri prints inspecti only as json"),
+        (&["inspecti", "-o", "yaml", "x"], "inspecti --output \"yaml\""),
+        (&["pods", "-o", "wide"], "pods --output \"wide\": faultlab-cri prints pods only as table or json"),
+        (&["inspecti", "-o", "go-template", "--template", "{{.status.id}}", "x"], "unexpected argument '--template'"),
+    ] {
         let out = cri("unix:///nonexistent/faultlab.sock", args)?;
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.success() || err.contains("connecting") || !(err.contains("--output") || err.contains("--template")) {
-            return Err(format!("faultlab-cri {}: expected the flag's error before any connection: {err}", args.join(" ")).into());
+        if out.status.success() || err.contains("connecting") || !err.contains(said) {
+            return Err(format!("faultlab-cri {}: expected {said:?} before any connection: {err}", args.join(" ")).into());
         }
     }
     Ok(())
