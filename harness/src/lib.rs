@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
-//!    [`home`], [`statefile`], [`terminal`], [`atomic`]
+//!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
@@ -17,10 +17,11 @@
 //! 6. scenarios: [`scenario`], [`scaffold`], [`snapshot`]
 //! 7. platforms: [`provider`] (kind, existing)
 //! 8. run: [`runner`]
-//! 9. suite, report, train, clean up: [`suite`], [`report`], [`html`], [`training`], [`cleanup`]; the command
+//! 9. suite, report, train, clean up: [`suite`], [`batch`], [`report`], [`html`], [`training`], [`cleanup`]; the command
 //!    line is `main.rs`.
 
 pub mod atomic;
+pub mod batch;
 pub mod check;
 pub mod cleanup;
 pub mod cmd;
@@ -50,6 +51,7 @@ pub mod runner;
 pub mod scaffold;
 pub mod scenario;
 pub mod schedule;
+pub mod signals;
 pub mod snapshot;
 pub mod statefile;
 pub mod suite;

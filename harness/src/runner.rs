@@ -47,7 +47,9 @@ pub enum RunError {
     #[error("no recovery: {0}")]
     Recovery(#[source] WaitError),
     #[error("interrupted by {0}")]
-    Interrupted(&'static str),
+    Interrupted(crate::signals::Signal),
+    #[error("interrupted: the run's task was cancelled")]
+    Cancelled,
     #[error("the run panicked: {0}")]
     Panicked(String),
     #[error("scenario: {0}")]
@@ -616,9 +618,7 @@ pub struct Outcome {
 
 /// Run the whole life cycle. Teardown runs whatever happens: error, panic, SIGINT or SIGTERM.
 pub async fn execute(run: Run) -> (Run, Outcome) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut sigint = signal(SignalKind::interrupt()).ok();
-    let mut sigterm = signal(SignalKind::terminate()).ok();
+    let mut interrupts = crate::signals::Interrupts::listen();
     let rec = run.rec().clone();
     // The body runs in a task of its own, so that a panic in it is caught and a signal can abort it;
     // either way the Run comes back (tokio's Mutex does not poison) and is torn down here.
@@ -628,17 +628,16 @@ pub async fn execute(run: Run) -> (Run, Outcome) {
     let abort = handle.abort_handle();
     let joined = tokio::select! {
         j = &mut handle => Ok(j),
-        _ = recv_signal(&mut sigint) => Err("SIGINT"),
-        _ = recv_signal(&mut sigterm) => Err("SIGTERM"),
+        signal = interrupts.recv() => Err(signal),
     };
     let result = match joined {
         Ok(Ok(result)) => result,
         Ok(Err(join)) if join.is_panic() => Err(RunError::Panicked(panic_text(join.into_panic()))),
-        Ok(Err(_)) => Err(RunError::Interrupted("cancellation")),
-        Err(name) => {
+        Ok(Err(_)) => Err(RunError::Cancelled),
+        Err(signal) => {
             abort.abort();
             let _ = handle.await;
-            Err(RunError::Interrupted(name))
+            Err(RunError::Interrupted(signal))
         }
     };
     let phase = rec.phase();
@@ -648,15 +647,6 @@ pub async fn execute(run: Run) -> (Run, Outcome) {
     };
     let teardown_errors = run.teardown().await;
     (run, Outcome { result, phase, teardown_errors })
-}
-
-async fn recv_signal(s: &mut Option<tokio::signal::unix::Signal>) {
-    match s {
-        Some(s) => {
-            s.recv().await;
-        }
-        None => std::future::pending().await,
-    }
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {

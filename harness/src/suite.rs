@@ -1,7 +1,6 @@
 //! Running scenarios on a provider: what the CLI and the test suite share.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::journal;
@@ -104,57 +103,8 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
     }
 }
 
-/// The signal that interrupted a run of this process (SIGINT or SIGTERM), if one did. `faultlab run
-/// --all` stops after the interrupted scenario.
-pub fn interrupted() -> Option<&'static str> {
-    match INTERRUPTED.load(Ordering::SeqCst) {
-        libc::SIGINT => Some("SIGINT"),
-        libc::SIGTERM => Some("SIGTERM"),
-        _ => None,
-    }
-}
-
-static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
-
-fn set_interrupted(name: &str) {
-    let signal = match name {
-        "SIGINT" => libc::SIGINT,
-        "SIGTERM" => libc::SIGTERM,
-        _ => return,
-    };
-    let _ = INTERRUPTED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-}
-
-/// SIGINT and SIGTERM while the provider creates or connects (the runner has its own for the life cycle).
-/// Once these are registered the signals no longer kill the process: whoever listens tears down.
-struct Interrupts {
-    int: Option<tokio::signal::unix::Signal>,
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Interrupts {
-    fn new() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        Interrupts { int: signal(SignalKind::interrupt()).ok(), term: signal(SignalKind::terminate()).ok() }
-    }
-
-    async fn recv(&mut self) -> &'static str {
-        async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
-            match s {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        let name = tokio::select! {
-            _ = one(&mut self.int) => "SIGINT",
-            _ = one(&mut self.term) => "SIGTERM",
-        };
-        set_interrupted(name);
-        name
-    }
-}
+pub use crate::signals::interrupted;
+use crate::signals::Interrupts;
 
 /// What a kind run's teardown needs, known before the cluster exists (creating may be interrupted).
 struct KindTeardown {
@@ -551,7 +501,7 @@ async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOpti
         }
         ProviderChoice::Existing { description, target } => (Box::new(Existing { description: description.clone(), target: target.clone() }), None),
     };
-    let mut interrupts = Interrupts::new();
+    let mut interrupts = Interrupts::listen();
     let cluster = match provision(provider.as_ref(), kind.as_ref(), &rec, &mut interrupts, report.clone()).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -597,7 +547,7 @@ async fn run_shared(
     let provider_started = Instant::now();
     let cluster_needs = options.cluster_needs.clone().unwrap_or_else(|| scenario.scenario.fault.fault().needs());
     let needs = KindNeeds::of(&cluster_needs);
-    let mut interrupts = Interrupts::new();
+    let mut interrupts = Interrupts::listen();
     let shared = match pool.current.take() {
         Some(s) if s.needs == needs => {
             rec.push(crate::record::Channel::Note, format!("on kind cluster {} (shared; created for {}, ran {} since)", s.kind.name, s.ran[0], s.ran.len()));
@@ -732,10 +682,8 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     if let Some(name) = interrupted() {
         return failed(report, Phase::Setup, format!("interrupted by {name} before the run started"));
     }
+    // A signal the runner received is the process's (crate::signals::interrupted) from here on.
     let (run, outcome) = runner::execute(run).await;
-    if let Err(runner::RunError::Interrupted(name)) = &outcome.result {
-        set_interrupted(name);
-    }
     report.timings = run.timings.clone();
     report.events = run.normalised_events();
     let withheld = run.withheld_events();

@@ -1,0 +1,240 @@
+//! A batch: the scenarios of one `faultlab run`, as data, and their run. The command line selects
+//! them (names, `--all`, `--skip`, `--shard`, `--rotate`); the batch gives each an [`Entry`] (on kind,
+//! grouped so that scenarios with the same cluster needs share one cluster; each with its claim on
+//! the platform), the scheduler spreads the entries over its slots as their claims allow, the budget
+//! stops new starts, and [`Batch::run`] returns one report an entry, in the entries' order, each naming
+//! the scenarios it ran beside. What the run shows as it goes (progress, a line per scenario) is the
+//! caller's, through [`Watch`].
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use thiserror::Error;
+
+use crate::needs::Needs;
+use crate::record::Recorder;
+use crate::report::{ScenarioReport, Status};
+use crate::scenario::Loaded;
+use crate::schedule::{Claim, Scheduler};
+use crate::signals::interrupted;
+use crate::suite::{self, ProviderChoice, RunOptions, SharedClusters};
+
+#[derive(Debug, Error)]
+pub enum BatchError {
+    #[error("internal: {0} scenario(s) could not be scheduled (no slot ever fits their claims)")]
+    Unschedulable(usize),
+}
+
+/// One scenario of the batch, with what it holds while it runs.
+pub struct Entry {
+    pub scenario: Loaded,
+    pub claim: Claim,
+    /// On kind, the needs of the cluster its group shares; none: a cluster made for its own.
+    pub cluster_needs: Option<Needs>,
+}
+
+/// How the batch runs, beyond its scenarios.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Each run's options; the node and the cluster's needs are each entry's own.
+    pub run: RunOptions,
+    /// Scenarios at a time (`--jobs`); none: what the platform allows ([`suite::default_jobs`]).
+    pub jobs: Option<usize>,
+    /// On kind, a cluster of its own for every scenario (`--fresh-cluster`).
+    pub fresh_cluster: bool,
+    /// Start no scenario once this much time has passed (`--budget`).
+    pub budget: Option<Duration>,
+}
+
+/// What the caller shows while the batch runs.
+pub trait Watch {
+    /// `scenario` starts; its phases are told through `rec`.
+    fn started(&mut self, scenario: &str, rec: &Recorder);
+    /// A scenario ended (or was not started: the budget). `ended` of `total` have, and `running` still run.
+    fn ended(&mut self, report: &ScenarioReport, ended: usize, total: usize, running: usize);
+}
+
+/// What a batch's run gives back.
+pub struct Outcome {
+    /// One an entry that ended or was not started, in the entries' order.
+    pub reports: Vec<ScenarioReport>,
+    /// The kind clusters the batch shared and left at its end: kept with `--keep`, else deleted.
+    pub shared_clusters: Vec<String>,
+    /// Shared clusters that could not be deleted (each also fails the last report).
+    pub release_errors: Vec<String>,
+}
+
+pub struct Batch<'a> {
+    choice: &'a ProviderChoice,
+    entries: Vec<Entry>,
+    /// On kind, the slots keep a cluster between their scenarios ([`SharedClusters`]).
+    sharing: bool,
+    jobs: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// The batch of `scenarios` on `choice`: on kind (not a cluster of the user's, not
+    /// `--fresh-cluster`, more than one scenario) in groups that share a cluster, each entry with its claim.
+    pub fn new(scenarios: Vec<Loaded>, choice: &'a ProviderChoice, options: &Options) -> Batch<'a> {
+        // A kind cluster of the user's is one place, used by one scenario at a time, never shared out.
+        let users_kind = matches!(choice, ProviderChoice::Kind { cluster: Some(_), .. });
+        let sharing = matches!(choice, ProviderChoice::Kind { .. }) && !users_kind && !options.fresh_cluster && scenarios.len() > 1;
+        let grouped: Vec<(Loaded, Option<Needs>)> = match sharing {
+            true => suite::kind_cluster_groups(scenarios).into_iter().map(|(s, n)| (s, Some(n))).collect(),
+            false => scenarios.into_iter().map(|s| (s, None)).collect(),
+        };
+        let entries: Vec<Entry> = grouped
+            .into_iter()
+            .map(|(scenario, cluster_needs)| Entry { claim: suite::claim(&scenario, choice, cluster_needs.as_ref()), scenario, cluster_needs })
+            .collect();
+        let jobs = match users_kind {
+            true => 1,
+            false => options.jobs.unwrap_or_else(|| suite::default_jobs(&suite::places(choice))).min(entries.len().max(1)),
+        };
+        Batch { choice, entries, sharing, jobs }
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Scenarios at a time.
+    pub fn jobs(&self) -> usize {
+        self.jobs
+    }
+
+    /// Run the batch: those that must run alone first, the rest side by side as the slots and their
+    /// claims allow, until every entry ended, the budget stops new starts, or a signal does.
+    pub async fn run(&self, options: &Options, watch: &mut dyn Watch) -> Result<Outcome, BatchError> {
+        let mut state = State::new(self);
+        let started = Instant::now();
+        let mut running = futures::stream::FuturesUnordered::new();
+        loop {
+            while interrupted().is_none() {
+                let Some((i, place)) = state.next_start() else { break };
+                let entry = &self.entries[i];
+                if let Some(why) = options.budget.and_then(|b| suite::over_budget(started.elapsed(), b)) {
+                    state.not_started(i, ScenarioReport::ignored(entry.scenario.name(), &why), watch, running.len());
+                    continue;
+                }
+                let run_options = state.start(i, place, options);
+                let mut pool = if self.sharing { state.pools[place].take() } else { None };
+                let rec = Recorder::default();
+                watch.started(entry.scenario.name(), &rec);
+                running.push(async move {
+                    let report = suite::run_with(&entry.scenario, self.choice, &run_options, rec, pool.as_mut()).await;
+                    (i, place, pool, report)
+                });
+            }
+            let Some((i, place, pool, report)) = running.next().await else {
+                if !state.pending.is_empty() && interrupted().is_none() {
+                    return Err(BatchError::Unschedulable(state.pending.len()));
+                }
+                break;
+            };
+            state.finished(i, place, pool, report, watch, running.len());
+        }
+        drop(running);
+        Ok(state.outcome().await)
+    }
+}
+
+/// A batch's run as it goes: the scheduler, what waits, the slots' shared clusters, what ended.
+struct State<'b> {
+    batch: &'b Batch<'b>,
+    sched: Scheduler,
+    pending: Vec<usize>,
+    pools: Vec<Option<SharedClusters>>,
+    done: Vec<Option<ScenarioReport>>,
+    beside: Vec<BTreeSet<String>>,
+}
+
+impl<'b> State<'b> {
+    fn new(batch: &'b Batch<'b>) -> Self {
+        let sched = Scheduler::new(suite::places(batch.choice), batch.jobs);
+        let claims: Vec<Claim> = batch.entries.iter().map(|e| e.claim.clone()).collect();
+        let n = batch.entries.len();
+        State {
+            pending: sched.order(&claims),
+            sched,
+            pools: (0..batch.jobs).map(|_| Some(SharedClusters::default())).collect(),
+            done: (0..n).map(|_| None).collect(),
+            beside: vec![BTreeSet::new(); n],
+            batch,
+        }
+    }
+
+    /// The next entry that can start now, and its slot, taken from those waiting.
+    fn next_start(&mut self) -> Option<(usize, usize)> {
+        let waiting: Vec<&Claim> = self.pending.iter().map(|&i| &self.batch.entries[i].claim).collect();
+        let start = self.sched.next(&waiting)?;
+        Some((self.pending.remove(start.pending), start.place))
+    }
+
+    /// Entry `i` starts in slot `place`: beside those running; its run's options.
+    fn start(&mut self, i: usize, place: usize, options: &Options) -> RunOptions {
+        let name = self.batch.entries[i].scenario.name().to_string();
+        for r in self.sched.running() {
+            self.beside[r].insert(name.clone());
+            let other = self.batch.entries[r].scenario.name().to_string();
+            self.beside[i].insert(other);
+        }
+        self.sched.start(i, place, self.batch.entries[i].claim.clone());
+        RunOptions { node: self.sched.node(place).map(String::from), cluster_needs: self.batch.entries[i].cluster_needs.clone(), ..options.run.clone() }
+    }
+
+    fn not_started(&mut self, i: usize, report: ScenarioReport, watch: &mut dyn Watch, running: usize) {
+        self.done[i] = Some(report);
+        self.tell(i, watch, running);
+    }
+
+    fn finished(&mut self, i: usize, place: usize, pool: Option<SharedClusters>, report: ScenarioReport, watch: &mut dyn Watch, running: usize) {
+        self.sched.finish(i);
+        if let Some(p) = pool {
+            self.pools[place] = Some(p);
+        }
+        self.done[i] = Some(report);
+        self.tell(i, watch, running);
+    }
+
+    fn tell(&self, i: usize, watch: &mut dyn Watch, running: usize) {
+        let ended = self.done.iter().filter(|r| r.is_some()).count();
+        if let Some(report) = &self.done[i] {
+            watch.ended(report, ended, self.done.len(), running);
+        }
+    }
+
+    /// The reports in the entries' order, each with the scenarios it ran beside; the shared clusters
+    /// released (a failure to delete one fails the last report).
+    async fn outcome(self) -> Outcome {
+        let mut reports: Vec<ScenarioReport> = Vec::new();
+        for (r, beside) in self.done.into_iter().zip(self.beside) {
+            let Some(mut r) = r else { continue };
+            r.ran_beside = beside.into_iter().collect();
+            reports.push(r);
+        }
+        // Those the budget did not start name the platform the others ran on.
+        if let Some(ran) = reports.iter().find(|r| !r.provider.is_empty()).map(|r| (r.provider.clone(), r.platform.clone())) {
+            for r in reports.iter_mut().filter(|r| r.provider.is_empty()) {
+                (r.provider, r.platform) = ran.clone();
+            }
+        }
+        let (mut shared_clusters, mut release_errors) = (Vec::new(), Vec::new());
+        for mut pool in self.pools.into_iter().flatten() {
+            match pool.release(&Recorder::default()).await {
+                Ok(Some(name)) => shared_clusters.push(name),
+                Ok(None) => {}
+                Err(e) => {
+                    let error = format!("deleting a shared kind cluster: {e}");
+                    if let Some(last) = reports.last_mut() {
+                        last.teardown_errors.push(error.clone());
+                        last.status = Status::Failed;
+                    }
+                    release_errors.push(error);
+                }
+            }
+        }
+        Outcome { reports, shared_clusters, release_errors }
+    }
+}

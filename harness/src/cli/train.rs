@@ -1,0 +1,120 @@
+//! Training: `faultlab train` breaks the cluster and leaves it broken; `hint`, `check`, `solution`,
+//! `reset` and `sessions` work on the open session.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use faultlab::record::Recorder;
+use faultlab::{scenario, training};
+
+use crate::cli::out::{emit, exit, status};
+use crate::cli::run::progress;
+use crate::cli::select::choose;
+use crate::{Output, ProviderOpts};
+
+/// `faultlab train SCENARIO`: break the cluster, show the symptom as an on-call page would.
+pub async fn train(dir: &Path, name: &str, provider: &ProviderOpts, allow_existing: Option<&str>) -> Result<()> {
+    let s = scenario::find(dir, name)?;
+    let choice = choose(provider, true)?;
+    let rec_phase = Recorder::default();
+    let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"), None);
+    let session = training::train(&s, &choice, allow_existing, rec_phase).await;
+    ticker.abort();
+    let session = session?;
+    outp!("{}", faultlab::terminal::lines(&training::on_call_view(&session).await?));
+    out!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
+    Ok(())
+}
+
+/// `faultlab hint`: the next hint.
+pub fn hint(session: Option<&str>) -> Result<()> {
+    let mut s = training::Session::find(session)?;
+    match training::hint(&mut s)? {
+        Some(h) => out!("{}", training::hint_text(s.hints_used, &h)),
+        None => out!("no more hints; `faultlab solution` shows the documented fix"),
+    }
+    Ok(())
+}
+
+/// `faultlab check [--wait D]`: is it fixed? Exit status 1 while not.
+pub async fn check(session: Option<&str>, wait: Option<Duration>, output: Output) -> Result<()> {
+    let mut s = training::Session::find(session)?;
+    let verdict = training::check(&mut s, wait).await?;
+    let shown = serde_json::json!({
+        "session": s.id, "scenario": s.scenario, "fixed": verdict.fixed, "seconds": verdict.seconds,
+        "failing": verdict.failing, "solved": s.solved,
+    });
+    if emit(output, &shown)? {
+        if verdict.fixed {
+            let _ = training::write_debrief(&s, false);
+            return Ok(());
+        }
+        exit(status::FAILED);
+    }
+    if verdict.fixed {
+        let solved = s.solved.clone().expect("recorded when fixed");
+        out!(
+            "FIXED: {} recovered in {} ({:.1}s) with {} hint(s){}",
+            s.scenario,
+            faultlab::duration::format(Duration::from_secs(solved.seconds as u64)),
+            solved.seconds,
+            solved.hints_used,
+            if solved.solution_shown { " and the solution shown" } else { "" }
+        );
+        match training::write_debrief(&s, false) {
+            Ok(path) => out!("debrief: {}", path.display()),
+            Err(e) => eprintln!("warning: no debrief page: {e}"),
+        }
+        out!("`faultlab reset` restores the cluster and closes the session.");
+    } else {
+        out!("NOT FIXED yet ({:.0}s since the symptom). Still wrong:", verdict.seconds);
+        outp!("{}", training::failing_text(&verdict.failing));
+        exit(status::FAILED);
+    }
+    Ok(())
+}
+
+/// `faultlab solution [--apply]`: the documented fix, carried out with --apply.
+pub async fn solution(session: Option<&str>, apply: bool) -> Result<()> {
+    let mut s = training::Session::find(session)?;
+    outp!("{}", faultlab::terminal::lines(&training::solution(&mut s, apply).await?));
+    Ok(())
+}
+
+/// `faultlab reset`: restore what the session changed and close it.
+pub async fn reset(session: Option<&str>) -> Result<()> {
+    let s = training::Session::find(session)?;
+    // Written before the session file goes; the page stays.
+    let debrief = training::write_debrief(&s, s.solved.is_none());
+    let errors = training::reset(&s).await?;
+    match debrief {
+        Ok(path) => out!("debrief: {}", path.display()),
+        Err(e) => eprintln!("warning: no debrief page: {e}"),
+    }
+    if errors.is_empty() {
+        out!("session {} reset: everything it changed is restored", s.id);
+    } else {
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+        bail!("reset left {} undo step(s) failing; the session stays open (run `faultlab reset` again)", errors.len());
+    }
+    Ok(())
+}
+
+/// `faultlab sessions`: the open sessions.
+pub fn sessions(output: Output) -> Result<()> {
+    let all = training::Session::all();
+    if emit(output, &all)? {
+        return Ok(());
+    }
+    for s in all {
+        let state = match &s.solved {
+            Some(x) => format!("fixed in {:.0}s", x.seconds),
+            None => "open".into(),
+        };
+        out!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
+    }
+    Ok(())
+}
