@@ -17,7 +17,7 @@
 //! 6. scenarios: [`scenario`], [`scaffold`], [`snapshot`]
 //! 7. platforms: [`provider`] (kind, existing)
 //! 8. run: [`runner`]
-//! 9. suite, report, train, clean up: [`suite`], [`batch`], [`report`], [`html`], [`training`], [`cleanup`]; the command
+//! 9. suite, report, train, clean up: [`lease`], [`suite`], [`batch`], [`report`], [`html`], [`training`], [`cleanup`]; the command
 //!    line is `main.rs`.
 
 pub mod atomic;
@@ -38,6 +38,7 @@ pub mod html;
 pub mod image;
 pub mod journal;
 pub mod kube_ops;
+pub mod lease;
 pub mod manifest;
 pub mod names;
 pub mod observe;

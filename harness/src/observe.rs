@@ -13,6 +13,11 @@ use crate::journal::{Journal, JournalError};
 use crate::record::{Channel, Recorder};
 use crate::wait::{self, WaitError};
 
+/// The fault's own check found it not in place after inject, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("the fault is not in place after inject: {0}")]
+pub struct FaultAbsent(pub String);
+
 #[async_trait]
 pub trait Observe: Send + Sync {
     /// Until node `node` carries no not-ready or unreachable taint.
@@ -37,7 +42,7 @@ pub trait Observe: Send + Sync {
     /// The gate on the fault itself after inject: `absent` is why its check found it not in place, if
     /// it did. A run stops there (the error); a plan, whose answers do not change as the node would,
     /// notes the gate and goes on.
-    fn fault_in_place(&self, absent: Option<String>) -> Result<(), String>;
+    fn fault_in_place(&self, absent: Option<String>) -> Result<(), FaultAbsent>;
     /// Start recording the states of the pods of `ns` that `selector` selects, for the timeline
     /// (default, and in a plan: nothing is recorded).
     fn pod_states(&self, _ns: &str, _selector: &str) -> wait::PodLog {
@@ -104,8 +109,8 @@ impl Observe for Live {
         tokio::time::sleep(d).await;
     }
 
-    fn fault_in_place(&self, absent: Option<String>) -> Result<(), String> {
-        absent.map_or(Ok(()), Err)
+    fn fault_in_place(&self, absent: Option<String>) -> Result<(), FaultAbsent> {
+        absent.map_or(Ok(()), |why| Err(FaultAbsent(why)))
     }
 }
 
@@ -206,7 +211,7 @@ impl Observe for Timed {
         let _ = self.timed(what, async { self.inner.hold(d).await; Ok::<(), WaitError>(()) }).await;
     }
 
-    fn fault_in_place(&self, absent: Option<String>) -> Result<(), String> {
+    fn fault_in_place(&self, absent: Option<String>) -> Result<(), FaultAbsent> {
         self.inner.fault_in_place(absent)
     }
 
@@ -264,7 +269,7 @@ impl Observe for Planned {
 
     async fn hold(&self, _: Duration) {}
 
-    fn fault_in_place(&self, _: Option<String>) -> Result<(), String> {
+    fn fault_in_place(&self, _: Option<String>) -> Result<(), FaultAbsent> {
         self.rec.push(Channel::Wait, "the fault in place, as the check above finds it (a run stops here if not)");
         Ok(())
     }
@@ -325,7 +330,7 @@ mod tests {
         async fn hold(&self, d: Duration) {
             tokio::time::sleep(d).await;
         }
-        fn fault_in_place(&self, _: Option<String>) -> Result<(), String> {
+        fn fault_in_place(&self, _: Option<String>) -> Result<(), FaultAbsent> {
             Ok(())
         }
     }

@@ -411,9 +411,8 @@ impl Run {
             Presence::Absent(why) => Some(why),
             Presence::Present(_) | Presence::Unknown => None,
         };
-        if let Err(why) = self.ctx.observe.fault_in_place(absent) {
-            let message = format!("the fault is not in place after inject: {why}");
-            return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message }));
+        if let Err(absent) = self.ctx.observe.fault_in_place(absent) {
+            return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message: absent.to_string() }));
         }
         self.end(Phase::Inject);
         Ok(())

@@ -1,7 +1,9 @@
 //! Running scenarios on a provider: what the CLI and the test suite share.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use thiserror::Error;
 
 use crate::journal;
 use crate::node::NodeProfile;
@@ -36,29 +38,39 @@ impl ProviderChoice {
 /// hang `faultlab plan` with it.
 pub const DOCKER_INFO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why there is no cluster to run on, or no test bed for trials that need one.
+#[derive(Debug, Error)]
+pub enum SuiteError {
+    #[error("no cluster: no test-bed description at {} (run ci/testbed/up) and no kind + Docker on PATH", bed.display())]
+    NoCluster { bed: PathBuf },
+    #[error("no cluster: no test-bed description at {} and kind is installed but Docker does not answer ({why})", bed.display())]
+    DockerSilent { bed: PathBuf, why: String },
+    #[error("no cluster: no test-bed description at {}, and this host's architecture has no kind node image", bed.display())]
+    NoKindImage { bed: PathBuf },
+    #[error("{what} run on the test bed or an existing cluster; kind is not covered")]
+    NotOnKind { what: String },
+}
+
 /// Find a cluster to run on: the test bed's description if present, else kind with Docker. The error
 /// says why there is none (the test suite reports it as the reason a scenario is ignored).
-pub fn detect() -> Result<ProviderChoice, String> {
+pub fn detect() -> Result<ProviderChoice, SuiteError> {
     let bed = crate::testbed::path();
     if bed.is_file() {
         return Ok(ProviderChoice::Existing { description: bed, target: Default::default() });
     }
     let on_path = |p: &str| std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
-    if on_path("kind") && on_path("docker") {
-        let answer = crate::cmd::status_within(&["docker".into(), "info".into()], DOCKER_INFO_TIMEOUT);
-        if answer.as_ref().is_ok_and(|status| *status == 0) {
-            if let Some(arch) = Arch::host() {
-                let node_image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
-                return Ok(ProviderChoice::Kind { arch, keep: false, node_image, cluster: None });
-            }
-        }
-        let why = match answer {
-            Ok(status) => format!("`docker info` exited with status {status}"),
-            Err(e) => e.to_string(),
-        };
-        return Err(format!("no cluster: no test-bed description at {} and kind is installed but Docker does not answer ({why})", bed.display()));
+    if !(on_path("kind") && on_path("docker")) {
+        return Err(SuiteError::NoCluster { bed });
     }
-    Err(format!("no cluster: no test-bed description at {} (run ci/testbed/up) and no kind + Docker on PATH", bed.display()))
+    match crate::cmd::status_within(&["docker".into(), "info".into()], DOCKER_INFO_TIMEOUT) {
+        Ok(0) => {
+            let arch = Arch::host().ok_or(SuiteError::NoKindImage { bed })?;
+            let node_image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
+            Ok(ProviderChoice::Kind { arch, keep: false, node_image, cluster: None })
+        }
+        Ok(status) => Err(SuiteError::DockerSilent { bed, why: format!("`docker info` exited with status {status}") }),
+        Err(e) => Err(SuiteError::DockerSilent { bed, why: e.to_string() }),
+    }
 }
 
 /// The kind provider for one run of `scenario`: its own cluster name, directory and logs directory.
@@ -103,25 +115,10 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
     }
 }
 
+pub use crate::lease::{node_state, node_state_of, state_difference, SharedClusters};
+use crate::lease::{failed, pick_node, refused, Held, Lease, Stopped};
 pub use crate::signals::interrupted;
 use crate::signals::Interrupts;
-
-/// What a kind run's teardown needs, known before the cluster exists (creating may be interrupted).
-struct KindTeardown {
-    cluster: crate::provider::Cluster,
-    logs: PathBuf,
-    /// What `--keep` tells the user.
-    keep_note: Option<String>,
-}
-
-/// The node the scenario acts on: the one named (the runner's choice on a cluster of several nodes),
-/// else the first node the provider found.
-fn pick_node(nodes: &[NodeProfile], wanted: Option<&str>) -> Option<NodeProfile> {
-    match wanted {
-        Some(name) => nodes.iter().find(|n| n.name == name).cloned(),
-        None => nodes.first().cloned(),
-    }
-}
 
 /// Print what a run would do, without doing it.
 /// What stopped a plan.
@@ -208,37 +205,6 @@ pub fn host_wide_refusal(scenario: &Loaded, choice: &ProviderChoice, allow_host_
             scenario.scenario.fault.name()
         )),
         _ => None,
-    }
-}
-
-/// Kind clusters kept between the scenarios of one `faultlab run --all` (`--fresh-cluster` turns it off):
-/// a scenario whose kind needs (config patches, node bootstrap, disk) equal the kept cluster's runs on it;
-/// one that needs another deletes it and creates its own, which is kept in turn. A cluster is kept only
-/// while every run on it passed and left its node as it found it (the node's state, every fault's
-/// footprint, equal to the state right after creation); otherwise its logs are exported (failed runs) and
-/// it is deleted, so the next scenario starts on a new one. [`SharedClusters::release`] deletes the last.
-#[derive(Default)]
-pub struct SharedClusters {
-    current: Option<Shared>,
-}
-
-struct Shared {
-    needs: KindNeeds,
-    kind: Kind,
-    cluster: crate::provider::Cluster,
-    /// The node's state right after the cluster was created.
-    clean: String,
-    /// The scenarios that ran on it so far.
-    ran: Vec<String>,
-}
-
-impl SharedClusters {
-    /// Delete the kept cluster, if any (the end of a suite; with `--keep` only say how).
-    pub async fn release(&mut self, rec: &Recorder) -> Result<Option<String>, crate::provider::ProviderError> {
-        match self.current.take() {
-            Some(s) => s.kind.release(&s.cluster, rec).await.map(|()| Some(s.kind.name.clone())),
-            None => Ok(None),
-        }
     }
 }
 
@@ -364,55 +330,13 @@ pub fn kind_cluster_groups(scenarios: Vec<Loaded>) -> Vec<(Loaded, Needs)> {
     groups.into_iter().flat_map(|(cluster, members)| members.into_iter().map(move |s| (s, cluster.clone()))).collect()
 }
 
-fn failed(mut r: ScenarioReport, phase: Phase, e: String) -> ScenarioReport {
-    r.status = Status::Failed;
-    r.failed_phase = Some(phase);
-    r.error = Some(e);
-    r.snapshot = SnapshotResult::Skipped("the run failed".into());
-    r
-}
-
-/// Not run: this platform cannot or may not run it ([`Status::Refused`]).
-fn refused(mut r: ScenarioReport, phase: Phase, why: String) -> ScenarioReport {
-    r.status = Status::Refused;
-    r.failed_phase = Some(phase);
-    r.error = Some(why);
-    r.snapshot = SnapshotResult::Skipped("the platform refused the run".into());
-    r
-}
-
-/// Why a run ended before its scenario started: a step failed, or the platform refused it.
-struct Stopped {
-    message: String,
-    refused: bool,
-}
-
-impl From<String> for Stopped {
-    fn from(message: String) -> Self {
-        Stopped { message, refused: false }
-    }
-}
-
-impl Stopped {
-    fn refusal(message: String) -> Self {
-        Stopped { message, refused: true }
-    }
-
-    fn report(self, r: ScenarioReport, phase: Phase) -> ScenarioReport {
-        if self.refused {
-            refused(r, phase, self.message)
-        } else {
-            failed(r, phase, self.message)
-        }
-    }
-}
-
 /// Run one scenario end to end and report it, on a cluster of its own (kind) or the existing one.
 pub async fn run(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder) -> ScenarioReport {
     run_with(scenario, choice, options, rec, None).await
 }
 
-/// [`run`], where a kind run may use (and leave) a shared cluster.
+/// [`run`], where a kind run may use (and leave) a shared cluster: take a [`Lease`] on a cluster,
+/// connect, run the life cycle, give the lease back.
 pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder, shared: Option<&mut SharedClusters>) -> ScenarioReport {
     let mut report = ScenarioReport::ignored(scenario.name(), "");
     report.provider = choice.name().into();
@@ -426,11 +350,66 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         Ok(store) => store,
         Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
+    let mut interrupts = Interrupts::listen();
+    let (lease, shared) = match take_lease(scenario, choice, options, &rec, &mut interrupts, &mut report, shared).await {
+        Ok(taken) => taken,
+        Err(r) => return r,
+    };
+    report.platform = lease.cluster.platform.clone();
+    report.node = pick_node(&lease.cluster.nodes, options.node.as_deref()).map(|n| n.name).unwrap_or_default();
+    report.cluster_seconds = Some(lease.seconds);
+    // On a shared cluster, the first node, and the safety check is kind's own (faultlab made it).
+    let connecting = match shared {
+        Some(_) => RunOptions { allow_existing: None, node: None, ..options.clone() },
+        None => options.clone(),
+    };
+    let mut report = match connect(lease.provider(), &lease.cluster, &connecting, &rec, &mut interrupts).await {
+        Ok((ready, platform)) => {
+            drop(interrupts);
+            report.platform = platform;
+            execute_on(scenario, ready, options, &rec, report, &store).await
+        }
+        Err(e) => e.report(report, Phase::Setup),
+    };
+    lease.end(scenario.name(), &mut report, shared, &rec).await;
+    report.record = rec.entries();
+    report
+}
+
+/// The lease for `scenario` on `choice`: on kind with a pool, the shared cluster of its needs; else a
+/// cluster of its own. The pool comes back for [`Lease::end`].
+async fn take_lease<'p>(
+    scenario: &Loaded,
+    choice: &ProviderChoice,
+    options: &RunOptions,
+    rec: &Recorder,
+    interrupts: &mut Interrupts,
+    report: &mut ScenarioReport,
+    shared: Option<&'p mut SharedClusters>,
+) -> Result<(Lease, Option<&'p mut SharedClusters>), ScenarioReport> {
     match (choice, shared) {
         (ProviderChoice::Kind { arch, keep, node_image, cluster: None }, Some(pool)) => {
-            run_shared(scenario, (*arch, *keep, node_image.clone()), options, rec, pool, report, store).await
+            let needs = options.cluster_needs.clone().unwrap_or_else(|| scenario.scenario.fault.fault().needs());
+            let make = || {
+                let kind = kind_provider_for(scenario, &needs, *arch, *keep, node_image.clone());
+                if KindNeeds::of(&needs) != KindNeeds::of(&scenario.scenario.fault.fault().needs()) {
+                    rec.push(crate::record::Channel::Note, format!("kind cluster {} is made for every scenario of its group (shared): {}", kind.name, needs.describe()));
+                }
+                kind
+            };
+            let lease = Lease::shared(pool, &needs, make, rec, interrupts, report).await?;
+            report.cluster = lease.kind_cluster();
+            Ok((lease, Some(pool)))
         }
-        _ => run_fresh(scenario, choice, options, rec, report, store).await,
+        (ProviderChoice::Kind { arch, keep, node_image, cluster }, _) => {
+            let kind = on_existing(kind_provider(scenario, *arch, *keep, node_image.clone()), cluster.as_deref());
+            report.cluster = Some(kind.name.clone());
+            Ok((Lease::own(Held::Kind(Box::new(kind)), rec, interrupts, report).await?, None))
+        }
+        (ProviderChoice::Existing { description, target }, _) => {
+            let existing = Existing { description: description.clone(), target: target.clone() };
+            Ok((Lease::own(Held::Existing(existing), rec, interrupts, report).await?, None))
+        }
     }
 }
 
@@ -459,208 +438,6 @@ async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, op
         None => pick_node(&cluster.nodes, None).ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?,
     };
     Ok((Ready { cluster: cluster.clone(), client, node }, platform))
-}
-
-/// Create (or connect to) the cluster, or say why not in `report`: with the logs kind exported, and, if
-/// interrupted, what kind made so far deleted.
-async fn provision(provider: &dyn Provider, kind: Option<&KindTeardown>, rec: &Recorder, interrupts: &mut Interrupts, report: ScenarioReport) -> Result<crate::provider::Cluster, ScenarioReport> {
-    let created = tokio::select! {
-        c = provider.provision(rec) => c.map_err(|e| (Stopped { refused: e.is_refusal(), message: e.to_string() }, false)),
-        name = interrupts.recv() => Err((Stopped::from(format!("interrupted by {name} while creating the cluster")), true)),
-    };
-    let (e, interrupted) = match created {
-        Ok(c) => return Ok(c),
-        Err(e) => e,
-    };
-    let mut r = e.report(report, Phase::Setup);
-    if let Some(k) = kind {
-        if k.logs.is_dir() {
-            r.logs = Some(k.logs.display().to_string());
-        }
-        // Interrupted: kind and its children were killed; delete what they made so far.
-        if interrupted {
-            if let Err(e) = provider.release(&k.cluster, rec).await {
-                r.teardown_errors.push(e.to_string());
-            }
-        }
-        r.notes.extend(k.keep_note.clone());
-    }
-    r.record = rec.entries();
-    Err(r)
-}
-
-/// A scenario on its own cluster (kind: created for it and deleted after it) or on the existing one.
-async fn run_fresh(scenario: &Loaded, choice: &ProviderChoice, options: &RunOptions, rec: Recorder, mut report: ScenarioReport, store: snapshot::Store) -> ScenarioReport {
-    let provider_started = Instant::now();
-    let (provider, kind): (Box<dyn Provider>, Option<KindTeardown>) = match choice {
-        ProviderChoice::Kind { arch, keep, node_image, cluster } => {
-            let k = on_existing(kind_provider(scenario, *arch, *keep, node_image.clone()), cluster.as_deref());
-            let info = KindTeardown { cluster: k.cluster(), logs: k.logs_dir.clone(), keep_note: keep.then(|| k.keep_message()) };
-            report.cluster = Some(k.name.clone());
-            (Box::new(k), Some(info))
-        }
-        ProviderChoice::Existing { description, target } => (Box::new(Existing { description: description.clone(), target: target.clone() }), None),
-    };
-    let mut interrupts = Interrupts::listen();
-    let cluster = match provision(provider.as_ref(), kind.as_ref(), &rec, &mut interrupts, report.clone()).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    report.platform = cluster.platform.clone();
-    report.node = pick_node(&cluster.nodes, options.node.as_deref()).map(|n| n.name).unwrap_or_default();
-    report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-    let mut report = match connect(provider.as_ref(), &cluster, options, &rec, &mut interrupts).await {
-        Ok((ready, platform)) => {
-            drop(interrupts);
-            report.platform = platform;
-            execute_on(scenario, ready, options, &rec, report, &store).await
-        }
-        Err(e) => e.report(report, Phase::Setup),
-    };
-    if let Some(k) = &kind {
-        // Logs of failed runs; an interrupted run only tears down.
-        if report.status == Status::Failed && interrupted().is_none() {
-            match provider.collect_logs(&cluster, &k.logs, &rec).await {
-                Ok(()) => report.logs = Some(k.logs.display().to_string()),
-                Err(e) => report.teardown_errors.push(e.to_string()),
-            }
-        }
-        if let Err(e) = provider.release(&cluster, &rec).await {
-            report.teardown_errors.push(e.to_string());
-        }
-        report.notes.extend(k.keep_note.clone());
-    }
-    report.record = rec.entries();
-    report
-}
-
-/// A kind scenario on the shared cluster of its needs (see [`SharedClusters`]).
-async fn run_shared(
-    scenario: &Loaded,
-    (arch, keep, node_image): (Arch, bool, Option<String>),
-    options: &RunOptions,
-    rec: Recorder,
-    pool: &mut SharedClusters,
-    mut report: ScenarioReport,
-    store: snapshot::Store,
-) -> ScenarioReport {
-    let provider_started = Instant::now();
-    let cluster_needs = options.cluster_needs.clone().unwrap_or_else(|| scenario.scenario.fault.fault().needs());
-    let needs = KindNeeds::of(&cluster_needs);
-    let mut interrupts = Interrupts::listen();
-    let shared = match pool.current.take() {
-        Some(s) if s.needs == needs => {
-            rec.push(crate::record::Channel::Note, format!("on kind cluster {} (shared; created for {}, ran {} since)", s.kind.name, s.ran[0], s.ran.len()));
-            s
-        }
-        other => {
-            if let Some(old) = other {
-                // Another group's cluster: deleted before this one is created (one cluster at a time).
-                if let Err(e) = old.kind.release(&old.cluster, &rec).await {
-                    report.notes.push(format!("deleting the shared cluster {} failed: {e}", old.kind.name));
-                }
-            }
-            let kind = kind_provider_for(scenario, &cluster_needs, arch, keep, node_image);
-            if needs != KindNeeds::of(&scenario.scenario.fault.fault().needs()) {
-                rec.push(
-                    crate::record::Channel::Note,
-                    format!("kind cluster {} is made for every scenario of its group (shared): {}", kind.name, cluster_needs.describe()),
-                );
-            }
-            report.cluster = Some(kind.name.clone());
-            let teardown = KindTeardown { cluster: kind.cluster(), logs: kind.logs_dir.clone(), keep_note: None };
-            let cluster = match provision(&kind, Some(&teardown), &rec, &mut interrupts, report.clone()).await {
-                Ok(c) => c,
-                Err(r) => return r,
-            };
-            // The node's state once the cluster's own pods have their sandboxes: the first pod network (the
-            // bridge and its route) comes with them, and would otherwise count as a change the first run made.
-            let clean = match pick_node(&cluster.nodes, None) {
-                Some(n) => {
-                    let settled = tokio::select! {
-                        s = settle(&cluster) => s,
-                        name = interrupts.recv() => Err(format!("interrupted by {name} while the new cluster's system pods started")),
-                    };
-                    match settled {
-                        Ok(()) => node_state(&n).await.map_err(|e| format!("reading the new node's state (to compare after each run): {e}")),
-                        Err(e) => Err(e),
-                    }
-                }
-                None => Err(format!("cluster {} lists no node", kind.name)),
-            };
-            match clean {
-                Ok(clean) => Shared { needs, kind, cluster, clean, ran: vec![] },
-                Err(e) => {
-                    let mut r = failed(report, Phase::Setup, e);
-                    if let Err(e) = kind.release(&cluster, &rec).await {
-                        r.teardown_errors.push(e.to_string());
-                    }
-                    r.record = rec.entries();
-                    return r;
-                }
-            }
-        }
-    };
-    report.cluster = Some(shared.kind.name.clone());
-    report.node = pick_node(&shared.cluster.nodes, None).map(|n| n.name).unwrap_or_default();
-    report.cluster_seconds = Some((provider_started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0);
-    let mut report = match connect(&shared.kind, &shared.cluster, &RunOptions { allow_existing: None, node: None, ..options.clone() }, &rec, &mut interrupts).await {
-        Ok((ready, platform)) => {
-            drop(interrupts);
-            report.platform = platform;
-            execute_on(scenario, ready, options, &rec, report, &store).await
-        }
-        Err(e) => e.report(report, Phase::Setup),
-    };
-    let mut shared = shared;
-    shared.ran.push(scenario.name().to_string());
-    // Kept only if the run passed and the node is as the cluster was made.
-    let keep_it = if report.status != Status::Passed || interrupted().is_some() {
-        Err("the run did not pass".to_string())
-    } else {
-        match pick_node(&shared.cluster.nodes, None) {
-            Some(n) => match node_state(&n).await {
-                Ok(now) if now == shared.clean => Ok(()),
-                Ok(now) => Err(format!("the node is not as the cluster was made:\n{}", state_difference(&shared.clean, &now))),
-                Err(e) => Err(format!("reading the node's state failed: {e}")),
-            },
-            None => Err("no node".into()),
-        }
-    };
-    match keep_it {
-        Ok(()) => pool.current = Some(shared),
-        Err(why) => {
-            if report.status == Status::Passed {
-                // The run passed, and its undo did what it journals, but the node is not as it was (a
-                // file the kubelet writes again only later, as cpu_manager_state on kind): not for the
-                // next run. Said in the report; the cluster goes.
-                report.notes.push(format!("shared kind cluster {} deleted, not used again: {why}", shared.kind.name));
-            }
-            if report.status == Status::Failed && interrupted().is_none() {
-                match shared.kind.collect_logs(&shared.cluster, &shared.kind.logs_dir, &rec).await {
-                    Ok(()) => report.logs = Some(shared.kind.logs_dir.display().to_string()),
-                    Err(e) => report.teardown_errors.push(e.to_string()),
-                }
-            }
-            if let Err(e) = shared.kind.release(&shared.cluster, &rec).await {
-                report.teardown_errors.push(e.to_string());
-            }
-            if keep {
-                report.notes.push(shared.kind.keep_message());
-            }
-        }
-    }
-    report.record = rec.entries();
-    report
-}
-
-/// Until every pod of a new cluster's kube-system has its network (the first pod sandbox makes the
-/// node's pod network).
-async fn settle(cluster: &crate::provider::Cluster) -> Result<(), String> {
-    let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await.map_err(|e| e.to_string())?;
-    crate::wait::all_settled(&client, "kube-system", std::time::Duration::from_secs(180))
-        .await
-        .map_err(|e| format!("the new cluster's system pods: {e}"))
 }
 
 /// The life cycle on a connected cluster, and the snapshot.
@@ -727,78 +504,12 @@ pub fn verdict(snapshot: &SnapshotResult, teardown_ok: bool, strict: bool, scena
     }
 }
 
-/// What any scenario may touch on a node, as text: every fault's footprint (images, routes, the
-/// inotify limit, the kubelet's flags and CPU manager state, containerd's disk, faultlab's duplicate
-/// sandboxes). Equal before and after a run means the node was restored.
-/// What differs between two [`node_state`] texts, section by section (a section starts at a `# title`
-/// line): each changed section's title, then its lines only in `before` as `- line` and only in `after`
-/// as `+ line`. Empty when they are equal.
-pub fn state_difference(before: &str, after: &str) -> String {
-    fn sections(text: &str) -> Vec<(&str, Vec<&str>)> {
-        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
-        for line in text.lines() {
-            match (line.starts_with("# "), out.last_mut()) {
-                (true, _) => out.push((line, Vec::new())),
-                (false, Some((_, lines))) => lines.push(line),
-                (false, None) => out.push(("#", vec![line])),
-            }
-        }
-        out
-    }
-    let (b, a) = (sections(before), sections(after));
-    let mut titles: Vec<&str> = b.iter().map(|(t, _)| *t).collect();
-    titles.extend(a.iter().map(|(t, _)| *t).filter(|t| !b.iter().any(|(bt, _)| bt == t)));
-    fn lines_of<'a>(s: &[(&str, Vec<&'a str>)], t: &str) -> Option<Vec<&'a str>> {
-        s.iter().find(|(st, _)| *st == t).map(|(_, l)| l.clone())
-    }
-    let mut out = String::new();
-    for t in titles {
-        let (old, new) = (lines_of(&b, t), lines_of(&a, t));
-        if old == new {
-            continue;
-        }
-        out.push_str(t);
-        match (&old, &new) {
-            (Some(_), None) => out.push_str(" (section gone)"),
-            (None, Some(_)) => out.push_str(" (new section)"),
-            _ => {}
-        }
-        out.push('\n');
-        let (old, new) = (old.unwrap_or_default(), new.unwrap_or_default());
-        for l in old.iter().filter(|l| !new.contains(l)) {
-            out.push_str(&format!("- {l}\n"));
-        }
-        for l in new.iter().filter(|l| !old.contains(l)) {
-            out.push_str(&format!("+ {l}\n"));
-        }
-    }
-    out
-}
-
-pub async fn node_state(node: &NodeProfile) -> Result<String, crate::cmd::CmdError> {
-    node_state_of(node, crate::faults::FaultSpec::footprint(node)).await
-}
-
-/// The node's state as `probes` see it (one fault's own footprint: what a run beside others compares,
-/// since on the test bed the nodes share the host's files, where another run's fault may be at work).
-pub async fn node_state_of(node: &NodeProfile, probes: Vec<crate::faults::Probe>) -> Result<String, crate::cmd::CmdError> {
-    let access = node.access().expect("validated");
-    let script: Vec<String> = probes
-        .into_iter()
-        .map(|p| format!("echo {}; {}", shell_words::quote(&format!("# {}", p.title)), p.script))
-        .collect();
-    let cmd = crate::cmd::Cmd::shell(script.join("; "));
-    let out = crate::cmd::run_host(&access.wrap(&cmd), None, crate::node::NodeAccess::host_timeout(&cmd), false).await?;
-    Ok(out.stdout)
-}
-
 /// The test bed's description for trials that need it, or why there is none (the trial is then reported
 /// ignored with this reason).
-pub fn require_testbed(what: &str) -> Result<PathBuf, String> {
-    match detect() {
-        Ok(ProviderChoice::Existing { description, .. }) => Ok(description),
-        Ok(ProviderChoice::Kind { .. }) => Err(format!("{what} run on the test bed or an existing cluster; kind is not covered")),
-        Err(reason) => Err(reason),
+pub fn require_testbed(what: &str) -> Result<PathBuf, SuiteError> {
+    match detect()? {
+        ProviderChoice::Existing { description, .. } => Ok(description),
+        ProviderChoice::Kind { .. } => Err(SuiteError::NotOnKind { what: what.to_string() }),
     }
 }
 

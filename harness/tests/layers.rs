@@ -260,3 +260,17 @@ fn faults_use_their_api_not_their_list() {
     let up = faults_back_up_imports(&src);
     assert!(up.is_empty(), "imports in faults/ of faults/mod.rs (use super::api instead):\n  {}", up.join("\n  "));
 }
+
+#[test]
+fn no_function_on_the_top_floor_is_over_80_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = top_floor_files(&src);
+    assert!(files.iter().any(|f| f.ends_with("main.rs")) && files.iter().any(|f| f.ends_with("suite.rs")), "the top floor was not read: {files:?}");
+    let long: Vec<String> = files
+        .iter()
+        .flat_map(|f| function_lengths(f).into_iter().map(move |(func, n)| (f.clone(), func, n)))
+        .filter(|(_, _, n)| *n > 80)
+        .map(|(f, func, n)| format!("{}: {func} ({n} lines)", f.strip_prefix(&src).unwrap().display()))
+        .collect();
+    assert!(long.is_empty(), "functions over 80 lines on the top floor (split them):\n  {}", long.join("\n  "));
+}

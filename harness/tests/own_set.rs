@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     // One at a time: the trials on the test bed share its node.
     args.test_threads = Some(1);
-    let bed = suite::require_testbed("own-set runs");
+    let bed = suite::require_testbed("own-set runs").map_err(|e| e.to_string());
     if let Err(reason) = &bed {
         eprintln!("own-set runs ignored: {reason}");
     }

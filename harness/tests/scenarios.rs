@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     }
     let choice = match std::env::var("FAULTLAB_PROVIDER").as_deref() {
         Ok("kind") => Arch::host().map(|arch| ProviderChoice::Kind { arch, keep: false, node_image: std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok(), cluster: None }).ok_or_else(|| "no kind node image for this architecture".to_string()),
-        _ => suite::detect(),
+        _ => suite::detect().map_err(|e| e.to_string()),
     };
     if let Err(reason) = &choice {
         eprintln!("scenarios ignored: {reason}");

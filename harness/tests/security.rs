@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     // One at a time: the runs share the test bed's node, and the rows read in order.
     args.test_threads = Some(1);
-    let bed = faultlab::suite::require_testbed("security attempts").and_then(|path| {
+    let bed = faultlab::suite::require_testbed("security attempts").map_err(|e| e.to_string()).and_then(|path| {
         if unsafe { libc::geteuid() } != 0 {
             return Err("needs root, to make each attempt as the unprivileged user nobody (setpriv)".to_string());
         }

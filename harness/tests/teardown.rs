@@ -18,7 +18,7 @@ const SCENARIO: &str = "pause-missing";
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
-    let bed = suite::require_testbed("these trials");
+    let bed = suite::require_testbed("these trials").map_err(|e| e.to_string());
     if let Err(reason) = &bed {
         eprintln!("teardown trials ignored: {reason}");
     }

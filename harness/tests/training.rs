@@ -13,7 +13,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
-    let bed = suite::require_testbed("training trials");
+    let bed = suite::require_testbed("training trials").map_err(|e| e.to_string());
     if let Err(reason) = &bed {
         eprintln!("training trials ignored: {reason}");
     }

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     args.test_threads = Some(1);
     // The trials run this host's faultlab-cri against the node's containerd socket: a node reached by
     // ssh (the emulated arm64 node) has its socket on another machine.
-    let bed = faultlab::suite::require_testbed("CRI client trials").and_then(|path| match TestBed::read(&path) {
+    let bed = faultlab::suite::require_testbed("CRI client trials").map_err(|e| e.to_string()).and_then(|path| match TestBed::read(&path) {
         Ok(bed) if bed.nodes.iter().any(|n| n.ssh.is_some()) => {
             Err(format!("the test bed's node is reached by ssh (an emulated node): its containerd socket is not on this host ({})", path.display()))
         }
