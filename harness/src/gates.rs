@@ -92,3 +92,20 @@ pub struct EventGate {
     /// Regular expression; `${...}` variables are substituted (escaped) first.
     pub message: String,
 }
+
+/// The gates of a phase, the symptom's or the recovery's: each that is given must hold within the
+/// phase's deadline. Both phases' files spell them the same (`pod`, `node`, `claim`, `deployment`);
+/// this is the one view the runner, the checks and training read them through.
+#[derive(Clone, Copy, Debug)]
+pub struct Gates<'a> {
+    pub pod: Option<&'a PodGate>,
+    pub node: Option<&'a NodeGate>,
+    pub claim: Option<&'a ClaimGate>,
+    pub deployment: Option<&'a DeploymentGate>,
+}
+
+impl Gates<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.pod.is_none() && self.node.is_none() && self.claim.is_none() && self.deployment.is_none()
+    }
+}

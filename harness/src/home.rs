@@ -27,6 +27,11 @@ static SCENARIOS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../scenarios");
 static EXPECTATIONS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../expectations");
 static KIND_CONFIGS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../kind-configs");
 
+/// faultlab's own scenario file `scenarios/<name>.yaml`, as built into the binary.
+pub fn builtin_scenario(name: &str) -> Option<&'static str> {
+    SCENARIOS.get_file(format!("{name}.yaml")).and_then(|f| f.contents_utf8())
+}
+
 /// The three directories, by the name they have in a checkout and in an unpacked copy.
 const PARTS: [(&str, &Dir<'_>); 3] = [("scenarios", &SCENARIOS), ("expectations", &EXPECTATIONS), ("kind-configs", &KIND_CONFIGS)];
 

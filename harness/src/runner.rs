@@ -18,7 +18,7 @@ use crate::node::{Executor, HostExecutor, Node, NodeProfile, ScriptedExecutor, T
 use crate::observe::{Live, Observe, Planned};
 use crate::provider::Cluster;
 use crate::record::{Channel, Phase, Recorder, Spent, Work};
-use crate::scenario::{ClaimGate, ConditionGate, DeploymentGate, Loaded, NodeGate, PodGate, ScenarioError};
+use crate::scenario::{ConditionGate, Gates, Loaded, NodeGate, PodGate, ScenarioError};
 use crate::vars::Vars;
 use crate::wait::WaitError;
 
@@ -423,7 +423,7 @@ impl Run {
         self.begin(Phase::Symptom);
         let s = self.scenario.scenario.symptom.clone();
         let deadline = Instant::now() + s.within.0;
-        self.await_gates(s.pod.as_ref(), s.node.as_ref(), s.claim.as_ref(), s.deployment.as_ref(), deadline).await.map_err(RunError::Symptom)?;
+        self.await_gates(s.gates(), deadline).await.map_err(RunError::Symptom)?;
         let gates = events::compile(&s.events, &self.ctx.vars).map_err(RunError::SymptomEvents)?;
         if let Some(log) = &self.events {
             log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?;
@@ -450,12 +450,15 @@ impl Run {
         self.begin(Phase::Recovery);
         let r = self.scenario.scenario.recovery.clone();
         let deadline = Instant::now() + r.within.0;
-        self.await_gates(r.pod.as_ref(), r.node.as_ref(), r.claim.as_ref(), r.deployment.as_ref(), deadline).await.map_err(RunError::Recovery)?;
+        self.await_gates(r.gates(), deadline).await.map_err(RunError::Recovery)?;
         self.end(Phase::Recovery);
         Ok(())
     }
 
-    async fn await_gates(&self, pod: Option<&PodGate>, node: Option<&NodeGate>, claim: Option<&ClaimGate>, deployment: Option<&DeploymentGate>, deadline: Instant) -> Result<(), WaitError> {
+    /// A phase's gates, each within what is left of its deadline: the node, the claim, the Deployment,
+    /// then the pods.
+    async fn await_gates(&self, gates: Gates<'_>, deadline: Instant) -> Result<(), WaitError> {
+        let Gates { pod, node, claim, deployment } = gates;
         if let Some(gate) = node {
             self.ctx.observe.node(self.ctx.node.name(), gate, remaining(deadline)).await?;
         }
@@ -576,7 +579,7 @@ impl Run {
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };
-            if let Err(e) = self.await_gates(None, Some(&ready), None, None, Instant::now() + Duration::from_secs(90)).await {
+            if let Err(e) = self.await_gates(Gates { pod: None, node: Some(&ready), claim: None, deployment: None }, Instant::now() + Duration::from_secs(90)).await {
                 tracing::warn!("teardown: node {} not Ready again: {e}", self.ctx.node.name());
             }
         }

@@ -12,29 +12,6 @@ use thiserror::Error;
 use crate::faults::FaultSpec;
 use crate::scenario::{self, ScenarioError};
 
-/// faultlab's own scenario for each fault (`scenarios/<fault>.yaml`), as built. Their manifests are
-/// all inline, so a copy needs no other file (a test checks it).
-pub const TEMPLATES: &[(&str, &str)] = &[
-    ("cni-broken", include_str!("../../scenarios/cni-broken.yaml")),
-    ("configmap-missing", include_str!("../../scenarios/configmap-missing.yaml")),
-    ("controller-manager-down", include_str!("../../scenarios/controller-manager-down.yaml")),
-    ("cpu-count", include_str!("../../scenarios/cpu-count.yaml")),
-    ("default-route", include_str!("../../scenarios/default-route.yaml")),
-    ("disk-full", include_str!("../../scenarios/disk-full.yaml")),
-    ("image-address-wrong", include_str!("../../scenarios/image-address-wrong.yaml")),
-    ("image-pull-secret-missing", include_str!("../../scenarios/image-pull-secret-missing.yaml")),
-    ("image-pull-secret-wrong", include_str!("../../scenarios/image-pull-secret-wrong.yaml")),
-    ("image-pull-slow", include_str!("../../scenarios/image-pull-slow.yaml")),
-    ("duplicate-container", include_str!("../../scenarios/duplicate-container.yaml")),
-    ("inotify-limit", include_str!("../../scenarios/inotify-limit.yaml")),
-    ("memory-limit-unit", include_str!("../../scenarios/memory-limit-unit.yaml")),
-    ("pause-missing", include_str!("../../scenarios/pause-missing.yaml")),
-    ("registry-rate-limited", include_str!("../../scenarios/registry-rate-limited.yaml")),
-    ("registry-unreachable", include_str!("../../scenarios/registry-unreachable.yaml")),
-    ("registry-x509", include_str!("../../scenarios/registry-x509.yaml")),
-    ("storageclass-missing", include_str!("../../scenarios/storageclass-missing.yaml")),
-];
-
 #[derive(Debug, Error)]
 pub enum ScaffoldError {
     #[error("unknown fault {fault:?}; faults: {}", FaultSpec::NAMES.join(", "))]
@@ -58,9 +35,11 @@ pub enum ScaffoldError {
     },
 }
 
-/// faultlab's own scenario for `fault`.
+/// faultlab's own scenario for `fault`, `scenarios/<fault>.yaml` as built into the binary (the set
+/// [`crate::home`] embeds): a fault of the list has one. Its manifests are all inline, so a copy needs
+/// no other file (a test checks it).
 pub fn template(fault: &str) -> Option<&'static str> {
-    TEMPLATES.iter().find(|(f, _)| *f == fault).map(|(_, t)| *t)
+    FaultSpec::NAMES.contains(&fault).then(|| crate::home::builtin_scenario(fault)).flatten()
 }
 
 /// Check `name` as a scenario name: a Kubernetes name short enough for the run's namespace.
@@ -147,12 +126,8 @@ mod tests {
 
     #[test]
     fn every_fault_has_its_scenario_built_in() {
-        let mut built: Vec<&str> = TEMPLATES.iter().map(|(f, _)| *f).collect();
-        built.sort();
-        let mut faults = FaultSpec::NAMES.to_vec();
-        faults.sort();
-        assert_eq!(built, faults, "TEMPLATES lists one scenario per fault");
-        for (fault, text) in TEMPLATES {
+        for fault in FaultSpec::NAMES {
+            let text = &template(fault).unwrap_or_else(|| panic!("no scenarios/{fault}.yaml built in"));
             let on_disk = std::fs::read_to_string(scenario::default_dir().join(format!("{fault}.yaml"))).unwrap();
             assert_eq!(*text, on_disk, "{fault}");
             let s = scenario::parse(&scenario::default_dir().join(format!("{fault}.yaml")), text).unwrap();

@@ -17,7 +17,7 @@ use crate::datafile::{self, ApiVersion, DataFileError};
 use crate::manifest;
 use crate::duration::Span;
 use crate::faults::FaultSpec;
-pub use crate::gates::{ClaimGate, ConditionGate, DeploymentGate, EventGate, NodeGate, PodGate, Target};
+pub use crate::gates::{ClaimGate, ConditionGate, DeploymentGate, EventGate, Gates, NodeGate, PodGate, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ScenarioKind {
@@ -119,6 +119,18 @@ pub struct Symptom {
     pub deployment: Option<DeploymentGate>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventGate>,
+}
+
+impl Symptom {
+    pub fn gates(&self) -> Gates<'_> {
+        Gates { pod: self.pod.as_ref(), node: self.node.as_ref(), claim: self.claim.as_ref(), deployment: self.deployment.as_ref() }
+    }
+}
+
+impl Recovery {
+    pub fn gates(&self) -> Gates<'_> {
+        Gates { pod: self.pod.as_ref(), node: self.node.as_ref(), claim: self.claim.as_ref(), deployment: self.deployment.as_ref() }
+    }
 }
 
 /// One documented fix step.
@@ -350,11 +362,9 @@ fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>
     }
 
     // Gates.
-    for (field, pod, node, claim, deployment) in [
-        ("symptom", &s.symptom.pod, &s.symptom.node, &s.symptom.claim, &s.symptom.deployment),
-        ("recovery", &s.recovery.pod, &s.recovery.node, &s.recovery.claim, &s.recovery.deployment),
-    ] {
-        if pod.is_none() && node.is_none() && claim.is_none() && deployment.is_none() {
+    for (field, gates) in [("symptom", s.symptom.gates()), ("recovery", s.recovery.gates())] {
+        let Gates { pod, node, claim, deployment } = gates;
+        if gates.is_empty() {
             problems.push(Problem::new(field, "needs at least one of pod, node, claim or deployment (the gate that decides the phase)"));
         }
         if let Some(d) = deployment {
@@ -580,7 +590,7 @@ fn check_workload_refs(s: &Scenario, docs: &[manifest::Doc], problems: &mut Vec<
             problems.push(Problem::new("workload.target.claim", format!("{claim:?}: the workload makes no such claim (it makes: {})", if claims.is_empty() { "none".to_string() } else { claims.join(", ") })));
         }
     }
-    for (field, gate) in [("symptom.deployment.name", &s.symptom.deployment), ("recovery.deployment.name", &s.recovery.deployment)] {
+    for (field, gate) in [("symptom.deployment.name", s.symptom.gates().deployment), ("recovery.deployment.name", s.recovery.gates().deployment)] {
         if let Some(d) = gate {
             let made: Vec<&str> = docs.iter().filter(|doc| doc.kind() == "Deployment").map(|doc| doc.name()).collect();
             if !made.contains(&d.name.as_str()) {

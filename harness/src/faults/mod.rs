@@ -4,8 +4,9 @@
 //! break things); and [`Fix`]: an enum of the documented steps and `fix` for each (idempotent: already
 //! fixed is success). `check`, `prepare`, `present`, `needs`, `reach`, `footprint` and the plan
 //! answers have defaults; a fault that on kind reaches past the node container into the host says how
-//! in `reach`, and one that does not says why in a comment. Then add one line to [`faults!`] below,
-//! and the scenario format, the schema and the CLI know it.
+//! in `reach`, and one that does not says why in a comment. Then add one line to [`faults!`] below
+//! (`"<name>" => <file>::<Type>`: it declares the file's module too), and the scenario format, the
+//! schema, `faultlab new` and the CLI know it.
 //!
 //! This module is the list of faults ([`FaultSpec`]); the API each fault's file uses is [`api`], below
 //! it (re-exported here).
@@ -17,38 +18,22 @@ use crate::check::Problem;
 use crate::node::NodeProfile;
 
 pub mod api;
-pub mod cni_broken;
-pub mod configmap_missing;
-pub mod controller_manager_down;
-pub mod cpu_count;
-pub mod default_route;
-pub mod disk_full;
-pub mod duplicate_container;
-pub mod image_address_wrong;
-pub mod image_pull_secret_missing;
-pub mod image_pull_secret_wrong;
-pub mod image_pull_slow;
-pub mod inotify_limit;
-pub mod memory_limit_unit;
-pub mod pause_missing;
 pub mod registry;
-pub mod registry_rate_limited;
-pub mod registry_unreachable;
-pub mod registry_x509;
 pub mod steps;
-pub mod storageclass_missing;
 
 pub use api::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Presence, Probe, Reach, WorkloadRef, WORK_PARENT};
 #[cfg(test)]
 pub(crate) use api::testing;
 
 macro_rules! faults {
-    ($($name:literal => $variant:ident($ty:ty)),+ $(,)?) => {
+    ($($name:literal => $module:ident::$variant:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
         /// The fault of a scenario, keyed by its name, with its parameters.
         #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub enum FaultSpec {
-            $(#[serde(rename = $name)] $variant($ty),)+
+            $(#[serde(rename = $name)] $variant($module::$variant),)+
         }
 
         impl FaultSpec {
@@ -64,7 +49,7 @@ macro_rules! faults {
 
             /// The fix steps the fault offers, in the document's order.
             pub fn fix_steps(&self) -> &'static [&'static str] {
-                match self { $(FaultSpec::$variant(_) => steps::names::<<$ty as Fix>::Step>(),)+ }
+                match self { $(FaultSpec::$variant(_) => steps::names::<<$module::$variant as Fix>::Step>(),)+ }
             }
 
             /// Apply the fix step named `step` (a name [`FaultSpec::fix_steps`] gives).
@@ -74,13 +59,13 @@ macro_rules! faults {
 
             /// What this fault may change on `node`: its own footprint.
             pub fn own_footprint(&self, node: &NodeProfile) -> Vec<Probe> {
-                match self { $(FaultSpec::$variant(_) => <$ty as Fault>::footprint(node),)+ }
+                match self { $(FaultSpec::$variant(_) => <$module::$variant as Fault>::footprint(node),)+ }
             }
 
             /// What any fault may change on `node`: every fault's footprint, each title once.
             pub fn footprint(node: &NodeProfile) -> Vec<Probe> {
                 let mut probes: Vec<Probe> = Vec::new();
-                $(for p in <$ty as Fault>::footprint(node) {
+                $(for p in <$module::$variant as Fault>::footprint(node) {
                     if !probes.iter().any(|q| q.title == p.title) {
                         probes.push(p);
                     }
@@ -98,22 +83,22 @@ macro_rules! faults {
 }
 
 faults! {
-    "cni-broken" => CniBroken(cni_broken::CniBroken),
-    "configmap-missing" => ConfigmapMissing(configmap_missing::ConfigmapMissing),
-    "controller-manager-down" => ControllerManagerDown(controller_manager_down::ControllerManagerDown),
-    "cpu-count" => CpuCount(cpu_count::CpuCount),
-    "default-route" => DefaultRoute(default_route::DefaultRoute),
-    "disk-full" => DiskFull(disk_full::DiskFull),
-    "duplicate-container" => DuplicateContainer(duplicate_container::DuplicateContainer),
-    "image-address-wrong" => ImageAddressWrong(image_address_wrong::ImageAddressWrong),
-    "image-pull-secret-missing" => ImagePullSecretMissing(image_pull_secret_missing::ImagePullSecretMissing),
-    "image-pull-secret-wrong" => ImagePullSecretWrong(image_pull_secret_wrong::ImagePullSecretWrong),
-    "image-pull-slow" => ImagePullSlow(image_pull_slow::ImagePullSlow),
-    "inotify-limit" => InotifyLimit(inotify_limit::InotifyLimit),
-    "memory-limit-unit" => MemoryLimitUnit(memory_limit_unit::MemoryLimitUnit),
-    "pause-missing" => PauseMissing(pause_missing::PauseMissing),
-    "registry-rate-limited" => RegistryRateLimited(registry_rate_limited::RegistryRateLimited),
-    "registry-unreachable" => RegistryUnreachable(registry_unreachable::RegistryUnreachable),
-    "registry-x509" => RegistryX509(registry_x509::RegistryX509),
-    "storageclass-missing" => StorageclassMissing(storageclass_missing::StorageclassMissing),
+    "cni-broken" => cni_broken::CniBroken,
+    "configmap-missing" => configmap_missing::ConfigmapMissing,
+    "controller-manager-down" => controller_manager_down::ControllerManagerDown,
+    "cpu-count" => cpu_count::CpuCount,
+    "default-route" => default_route::DefaultRoute,
+    "disk-full" => disk_full::DiskFull,
+    "duplicate-container" => duplicate_container::DuplicateContainer,
+    "image-address-wrong" => image_address_wrong::ImageAddressWrong,
+    "image-pull-secret-missing" => image_pull_secret_missing::ImagePullSecretMissing,
+    "image-pull-secret-wrong" => image_pull_secret_wrong::ImagePullSecretWrong,
+    "image-pull-slow" => image_pull_slow::ImagePullSlow,
+    "inotify-limit" => inotify_limit::InotifyLimit,
+    "memory-limit-unit" => memory_limit_unit::MemoryLimitUnit,
+    "pause-missing" => pause_missing::PauseMissing,
+    "registry-rate-limited" => registry_rate_limited::RegistryRateLimited,
+    "registry-unreachable" => registry_unreachable::RegistryUnreachable,
+    "registry-x509" => registry_x509::RegistryX509,
+    "storageclass-missing" => storageclass_missing::StorageclassMissing,
 }
