@@ -30,6 +30,10 @@ use crate::node::NodeProfile;
 
 /// The name prefix of the unused images the fault imports: old releases of an app.
 pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
+/// How long `inject` keeps the disk full after the restart ([`DiskFull::keep_full`]): the old pod
+/// ends within its 2 s grace period and the kubelet removes its container at once.
+pub const KEEP_FULL_SECONDS: u64 = 15;
+
 /// The top-up file, at the top of the disk.
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
 /// The size of the containerd disk the fault needs where the platform makes one (kind; the test bed
@@ -168,6 +172,23 @@ impl DiskFull {
             probe = shell_words::quote(&disk.probe_dir())
         ))
         .timeout(Duration::from_secs(180))
+    }
+
+    /// Keep the disk full for `seconds` after the workload's restart: the old pod's container and
+    /// sandbox, removed a moment after the new pod is created, free a few blocks, and the new sandbox
+    /// (or, with enough of them, its container) took those when they came first. Seen on the
+    /// containerd 2 test bed: the sandbox's `/sys` mount point failed instead of its first write, and
+    /// in CI the sandbox started and the container failed, so the documented FailedCreatePodSandBox
+    /// never came. Every 50 ms the top-up file takes whatever is free again.
+    pub fn keep_full(disk: &Disk, seconds: u64) -> Cmd {
+        let fill = shell_words::quote(&disk.fill_file()).into_owned();
+        let mp = shell_words::quote(&disk.mountpoint).into_owned();
+        Cmd::shell(format!(
+            "end=$(( $(date +%s) + {seconds} )); while [ \"$(date +%s)\" -lt \"$end\" ]; do \
+             dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc status=none 2>/dev/null; sleep 0.05; done; \
+             stat -f -c '%f free blocks of %b' {mp}"
+        ))
+        .timeout(Duration::from_secs(seconds + 60))
     }
 
     /// Try to make a directory on the disk: prints mkdir's error, or `made` (and removes it again).
@@ -317,7 +338,10 @@ impl Fault for DiskFull {
         ctx.note(format!("top the disk up with {} until no block is free", disk.fill_file()));
         ctx.run("top-up", Self::top_up(&disk)).await?;
         ctx.note("a new pod needs a sandbox snapshot on that disk: restart the workload");
-        ctx.restart_target("restart-workload").await
+        ctx.restart_target("restart-workload").await?;
+        ctx.note(format!("keep the disk full for {KEEP_FULL_SECONDS} s, while the old pod's container and sandbox go (their blocks are freed)"));
+        ctx.run("keep-full", Self::keep_full(&disk, KEEP_FULL_SECONDS)).await?;
+        Ok(())
     }
 
     /// In place while containerd's disk has no room for a directory.
@@ -390,7 +414,7 @@ mod tests {
              faultlab.invalid/disk-full/old-release:r3 faultlab.invalid/disk-full/old-release:r4'"), "{}", cmd.argv[2]);
         assert!(cmd.argv[2].ends_with("| xargs -r ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images rm --sync"), "{}", cmd.argv[2]);
         let lines = fake.lines();
-        assert_eq!(lines.len(), 6, "{lines:#?}");
+        assert_eq!(lines.len(), 7, "{lines:#?}");
         assert_eq!(lines[0], "ip netns exec faultlab-node timeout -k 5 60 stat -f -c '%f %S' /var/lib/faultlab/containerd");
         // 960 MiB free: four images of 96 MiB.
         for line in &lines[1..5] {
@@ -401,8 +425,13 @@ mod tests {
         assert_eq!(notes.len(), 4);
         assert_eq!(notes[1], "stream an image faultlab.invalid/disk-full/old-release:r2 of one layer: srv/release.bin of 96 MiB random bytes into the node's containerd");
         assert!(lines[5].contains("fallocate -l \"$n\" /var/lib/faultlab/containerd/faultlab-disk-full.fill"), "{}", lines[5]);
-        let api: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
-        assert!(api.last().unwrap().starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web"), "{api:?}");
+        // The restart, then the disk kept full while the old pod's container and sandbox go.
+        let entries: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        let delete = entries.iter().position(|l| l.starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web")).expect("the restart");
+        let keep = entries.iter().position(|l| l.contains("while [ \"$(date +%s)\" -lt \"$end\" ]")).expect("keep-full");
+        assert!(delete < keep, "{entries:#?}");
+        assert!(lines[6].starts_with("ip netns exec faultlab-node timeout -k 5 75 sh -c 'end=$(( $(date +%s) + 15 ))"), "{}", lines[6]);
+        assert!(lines[6].contains("dd if=/dev/zero of=/var/lib/faultlab/containerd/faultlab-disk-full.fill bs=4096 oflag=append conv=notrunc"), "{}", lines[6]);
     }
 
     #[tokio::test]
