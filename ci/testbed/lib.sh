@@ -23,7 +23,7 @@ FL_HOSTREC=$FL_LIB/host-record            # what up created/changed on the host,
 
 # The host side of each node's link lives in the host's own network namespace, so it uses the RFC 2544
 # benchmarking range instead of an RFC 1918 private range. Node 1's host end is also where the API
-# server listens (FL_HOST_IP); node K's link is 198.18.213.4(K-1)/30 (fl_node_select).
+# server listens (FL_HOST_IP); node K's link is ci/testbed/nodes' (fl_node_select).
 FL_HOST_IP=198.18.213.1
 FL_LINK_PREFIX=30
 
@@ -34,7 +34,31 @@ FL_LINK_PREFIX=30
 # the 1.20 kubelet hard-codes). up records N in $FL_LIB/node-count, so down, status, node and smoke
 # follow it. fl_node_select K points the node variables (FL_NODE, FL_NETNS, FL_CTRD_*, FL_KUBELET_*,
 # FL_POD_CIDR, ...) at node K.
-FL_NODE_MAX=16
+# What sets node K apart (name, link, pods' range, places) is computed by harness/src/testbed/nodes.rs,
+# which writes it into ci/testbed/nodes (`faultlab testbed nodes`; its tests check the file): one line a
+# node, `K KEY=value...`, read here without running anything (down and the VM node have no faultlab).
+FL_NODE_KEYS=" FL_NODE FL_VETH_HOST FL_VETH_NODE FL_LINK_HOST_IP FL_NODE_IP FL_POD_CIDR FL_POD_GW FL_NODE_SUBDIR FL_NODE_MNTNS_FILE FL_CGROUP_ROOT FL_NODE_CERT "
+FL_NODE_LINES=()  # [K]: node K's KEY=value words, each key one of FL_NODE_KEYS
+FL_NODE_NAMES=()  # [K]: node K's name
+# fl_read_nodes FILE: FL_NODE_LINES and FL_NODE_NAMES from ci/testbed/nodes (exit 2 on a line that is
+# not `K KEY=value...` with the keys of FL_NODE_KEYS: no value is ever evaluated).
+fl_read_nodes() {
+  local k rest word
+  local -a words
+  while read -r k rest; do
+    case $k in '' | '#'*) continue ;; [1-9] | [1-9][0-9]) ;; *) echo "$1: not a node's line: $k $rest" >&2; exit 2 ;; esac
+    read -ra words <<<"$rest"
+    for word in "${words[@]}"; do
+      case $word in *=*) ;; *) echo "$1: node $k: not KEY=value: $word" >&2; exit 2 ;; esac
+      case $FL_NODE_KEYS in *" ${word%%=*} "*) ;; *) echo "$1: node $k: unknown key in $word" >&2; exit 2 ;; esac
+      [ "${word%%=*}" != FL_NODE ] || FL_NODE_NAMES[k]=${word#*=}
+    done
+    [ -n "${FL_NODE_NAMES[k]:-}" ] || { echo "$1: node $k: no FL_NODE" >&2; exit 2; }
+    FL_NODE_LINES[k]=$rest
+  done <"$1"
+}
+fl_read_nodes "$FL_TESTBED_DIR/nodes"
+FL_NODE_MAX=${#FL_NODE_LINES[@]}
 FL_NODE_COUNT_FILE=$FL_LIB/node-count
 if [ -z "${FL_NODE_COUNT:-}" ]; then
   FL_NODE_COUNT=1
@@ -168,8 +192,8 @@ if [ "$FL_VM" = 1 ]; then
 fi
 # Pods live only inside their node's network namespace. Like every address the test bed makes, the pod
 # and service ranges are in 198.18.0.0/15 (benchmarking, never a private range): the pods' bridge is
-# the node's, the service range only an apiserver setting (kind's clusters take 198.19.0.0/17 and
-# 198.19.128.0/20). Node K's pods: 198.19.(159+K).0/24, so up to 16 nodes below the service range.
+# the node's (ci/testbed/nodes), the service range only an apiserver setting (kind's clusters take
+# 198.19.0.0/17 and 198.19.128.0/20).
 FL_SERVICE_CIDR=198.19.176.0/20
 FL_SERVICE_IP=198.19.176.1
 FL_CLUSTER_DNS=198.19.176.10
@@ -191,35 +215,32 @@ FL_MNTNS_DIR=$FL_RUN/mntns
 # (bind mounts in the node's mount namespace); node 1 keeps the host's.
 FL_NODE_PRIVATE_PATHS=(/var/log/pods /var/log/containers /var/lib/kubelet/device-plugins)
 
-# fl_node_name K: node K's name, which is also its network namespace's.
-fl_node_name() { if [ "$1" = 1 ]; then echo faultlab-node; else echo "faultlab-node-$1"; fi; }
+# fl_node_name K: node K's name, which is also its network namespace's (status 1 if there is no node K).
+fl_node_name() {
+  case $1 in [1-9] | [1-9][0-9]) [ -n "${FL_NODE_NAMES[$1]:-}" ] && echo "${FL_NODE_NAMES[$1]}" ;; *) return 1 ;; esac
+}
 
 # fl_node_index NAME: the K of node NAME (status 1 if NAME is no node name of the test bed's).
 fl_node_index() {
-  case $1 in
-    faultlab-node) echo 1 ;;
-    faultlab-node-[2-9] | faultlab-node-[1-9][0-9]) echo "${1#faultlab-node-}" ;;
-    *) return 1 ;;
-  esac
+  local k
+  for k in "${!FL_NODE_NAMES[@]}"; do
+    if [ "${FL_NODE_NAMES[k]}" = "$1" ]; then echo "$k"; return 0; fi
+  done
+  return 1
 }
 
-# fl_node_select K: the node variables for node K (1 <= K <= FL_NODE_MAX). Node 1's are the test
-# bed's single node's, exactly as they always were: its files directly under $FL_LIB, $FL_TB and $FL_RUN;
-# node K's under nodes/faultlab-node-K/ of each.
+# fl_node_select K: the node variables for node K (1 <= K <= FL_NODE_MAX), from its line of
+# ci/testbed/nodes. Node 1's are the test bed's single node's, exactly as they always were: its files
+# directly under $FL_LIB, $FL_TB and $FL_RUN; node K's under nodes/faultlab-node-K/ of each.
 fl_node_select() {
-  local k=$1
+  local k=$1 word
+  local -a words
   case $k in [1-9] | [1-9][0-9]) ;; *) die "fl_node_select: no node $k" ;; esac
-  [ "$k" -le "$FL_NODE_MAX" ] || die "fl_node_select: no node $k (at most $FL_NODE_MAX)"
+  [ -n "${FL_NODE_LINES[k]:-}" ] || die "fl_node_select: no node $k (at most $FL_NODE_MAX)"
+  read -ra words <<<"${FL_NODE_LINES[k]}"
+  for word in "${words[@]}"; do printf -v "${word%%=*}" '%s' "${word#*=}"; done
   FL_NODE_INDEX=$k
-  FL_NODE=$(fl_node_name "$k")
   FL_NETNS=$FL_NODE
-  FL_VETH_HOST=fl-host$((k - 1))
-  FL_VETH_NODE=fl-node$((k - 1))
-  # The node's link, 198.18.213.4(K-1)/30: the host's end .4(K-1)+1, the node's .4(K-1)+2.
-  FL_LINK_HOST_IP=198.18.213.$((4 * (k - 1) + 1))
-  FL_NODE_IP=198.18.213.$((4 * (k - 1) + 2))
-  FL_POD_CIDR=198.19.$((159 + k)).0/24
-  FL_POD_GW=198.19.$((159 + k)).1
   # The node's gateway and the device of its default route (what the default-route fault takes away).
   FL_NODE_GATEWAY=$FL_LINK_HOST_IP
   FL_NODE_DEVICE=$FL_VETH_NODE
@@ -228,21 +249,10 @@ fl_node_select() {
     FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
     FL_NODE_DEVICE=eth0
   fi
-  if [ "$k" = 1 ]; then
-    FL_NODE_LIB=$FL_LIB
-    FL_NODE_TB=$FL_TB
-    FL_NODE_RUN=$FL_RUN
-    FL_NODE_MNTNS=""   # the host's mount namespace
-    FL_CGROUP_ROOT=""  # the kubelet's default, /
-    FL_NODE_CERT=node
-  else
-    FL_NODE_LIB=$FL_LIB/nodes/$FL_NODE
-    FL_NODE_TB=$FL_TB/nodes/$FL_NODE
-    FL_NODE_RUN=$FL_RUN/nodes/$FL_NODE
-    FL_NODE_MNTNS=$FL_MNTNS_DIR/$FL_NODE
-    FL_CGROUP_ROOT=/$FL_NODE
-    FL_NODE_CERT=node-$FL_NODE
-  fi
+  FL_NODE_LIB=$FL_LIB$FL_NODE_SUBDIR
+  FL_NODE_TB=$FL_TB$FL_NODE_SUBDIR
+  FL_NODE_RUN=$FL_RUN$FL_NODE_SUBDIR
+  FL_NODE_MNTNS=${FL_NODE_MNTNS_FILE:+$FL_MNTNS_DIR/$FL_NODE_MNTNS_FILE}  # empty: the host's mount namespace
   FL_CTRD_ROOT=$FL_NODE_LIB/containerd    # mountpoint of the loop disk
   FL_CTRD_OPT=$FL_NODE_LIB/containerd-opt
   FL_CTRD_STATE=$FL_NODE_RUN/containerd

@@ -151,6 +151,35 @@ pub enum TestbedCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The test bed's nodes, one line a node (`K KEY=value...`: each one's name, link, pods' range and
+    /// places), as `ci/testbed/nodes` holds them for `ci/testbed/lib.sh`; with K, node K's line only.
+    Nodes {
+        /// A node's number (1 to 16).
+        index: Option<u32>,
+    },
+    /// A node's configuration file, printed: containerd's config.toml (version 2 for containerd 1.6, 3
+    /// for 2.x), the CNI network list, or the kubelet's KubeletConfiguration.
+    Config {
+        #[arg(value_enum)]
+        file: faultlab::testbed::configs::ConfigFile,
+        #[command(flatten)]
+        node: Box<faultlab::testbed::configs::NodeConfig>,
+    },
+    /// The description's platform name (`k8s-1.20-containerd-2.1-amd64`), from what the node's containerd
+    /// and cgroup file system say.
+    Platform {
+        #[command(flatten)]
+        facts: faultlab::testbed::PlatformFacts,
+    },
+    /// The kernel modules (paths under DIR, one a line, in load order) the VM node's initramfs loads:
+    /// each MODULE after what it needs, once each, none the kernel has built in.
+    InitrdModules {
+        /// The kernel's module directory (`<root>/lib/modules/<version>`: modules.dep, modules.builtin).
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(required = true)]
+        modules: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]

@@ -3,6 +3,14 @@
 //!
 //! `ci/testbed/up` writes it (default `/var/lib/faultlab/testbed/testbed.yaml`, or `$FAULTLAB_TESTBED`).
 //! Its presence declares that the context it names belongs to the test bed, so faults may be injected.
+//!
+//! What the test bed's scripts compute is here too, each printed by a hidden `faultlab testbed`
+//! command: the nodes' names, addresses and places ([`nodes`]), their configuration files
+//! ([`configs`]), the platform name ([`PlatformFacts`]) and the VM node's initramfs modules ([`initrd`]).
+
+pub mod configs;
+pub mod initrd;
+pub mod nodes;
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::{self, ApiVersion, DataFileError};
+use crate::node::runtime::{self, ContainerdVersion, RuntimeError};
 use crate::node::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile, SshAccess};
 
 pub const DEFAULT_PATH: &str = "/var/lib/faultlab/testbed/testbed.yaml";
@@ -307,6 +316,61 @@ impl TestBed {
     }
 }
 
+/// What `ci/testbed/up` reads on a node for the description's platform name, as `faultlab testbed
+/// platform` takes it: the name is `k8s-1.20-containerd-<major.minor>[-cgroup2]-<arch>`, read from them as
+/// faultlab reads them on any node ([`ContainerdVersion::parse`], [`runtime::parse_cgroup`]).
+#[derive(Clone, Debug, clap::Args)]
+pub struct PlatformFacts {
+    /// What `containerd --version` printed on the node.
+    #[arg(long, required_unless_present = "containerd_minor", conflicts_with = "containerd_minor")]
+    pub containerd_version: Option<String>,
+    /// containerd's `major.minor` where it is known without asking the node (the VM node's image
+    /// carries bookworm's 1.6).
+    #[arg(long)]
+    pub containerd_minor: Option<String>,
+    /// What `stat -fc %T /sys/fs/cgroup` printed on the node (`cgroup2fs`: the unified hierarchy).
+    #[arg(long)]
+    pub cgroup_fs: String,
+    /// The node's architecture (Go's name).
+    #[arg(long)]
+    pub arch: String,
+}
+
+/// Facts that make no platform name: each error names the flag or the text.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    #[error("--containerd-version: {0}")]
+    Version(RuntimeError),
+    #[error("--cgroup-fs: {0}")]
+    Cgroup(RuntimeError),
+    #[error("--containerd-minor {0:?}: not <major>.<minor>")]
+    Minor(String),
+    #[error("--arch {0:?}: not an architecture's name (amd64, arm64)")]
+    Arch(String),
+}
+
+impl PlatformFacts {
+    /// The platform name.
+    pub fn name(&self) -> Result<String, PlatformError> {
+        let minor = match (&self.containerd_version, &self.containerd_minor) {
+            (Some(output), _) => ContainerdVersion::parse(output).map_err(PlatformError::Version)?.minor_version(),
+            (None, Some(minor)) => {
+                let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+                match minor.split_once('.') {
+                    Some((a, b)) if number(a) && number(b) => minor.clone(),
+                    _ => return Err(PlatformError::Minor(minor.clone())),
+                }
+            }
+            (None, None) => return Err(PlatformError::Minor(String::new())),
+        };
+        let cgroup = runtime::parse_cgroup(&self.cgroup_fs).map_err(PlatformError::Cgroup)?;
+        if self.arch.is_empty() || !self.arch.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(PlatformError::Arch(self.arch.clone()));
+        }
+        Ok(format!("k8s-1.20-containerd-{minor}{}-{}", cgroup.platform_part(), self.arch))
+    }
+}
+
 /// A node profile with placeholders, for plans that have no test bed to read.
 pub fn placeholder_profile() -> NodeProfile {
     crate::datafile::decode::<TestBed>(Path::new("placeholder"), PLACEHOLDER).expect("static").nodes.remove(0)
@@ -568,5 +632,55 @@ pub(crate) mod tests {
         assert_eq!(facts.testbed().unwrap_err(), FactsError::RoleTwice { role: "pause".into() });
         facts.images = vec!["busybox".into()];
         assert!(facts.testbed().unwrap_err().to_string().starts_with("--image \"busybox\": expected ROLE=REF"));
+    }
+    fn platform(version: Option<&str>, minor: Option<&str>, fs: &str, arch: &str) -> Result<String, PlatformError> {
+        PlatformFacts { containerd_version: version.map(String::from), containerd_minor: minor.map(String::from), cgroup_fs: fs.into(), arch: arch.into() }.name()
+    }
+
+    /// The platform name from what `containerd --version` and `stat -fc %T /sys/fs/cgroup` print on the
+    /// node: sid's containerd 2.1.9 and bookworm's 1.6.20, cgroup v1 (tmpfs) and v2 (cgroup2fs).
+    #[rstest::rstest]
+    #[case("containerd github.com/containerd/containerd/v2 2.1.9+unknown ", "tmpfs", "amd64", "k8s-1.20-containerd-2.1-amd64")]
+    #[case("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n", "tmpfs", "amd64", "k8s-1.20-containerd-1.6-amd64")]
+    #[case("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1", "cgroup2fs\n", "arm64", "k8s-1.20-containerd-1.6-cgroup2-arm64")]
+    fn the_platform_name_is_read_from_the_node(#[case] version: &str, #[case] fs: &str, #[case] arch: &str, #[case] want: &str) {
+        assert_eq!(platform(Some(version), None, fs, arch).unwrap(), want);
+    }
+
+    /// The VM node's containerd 1.6 is known without asking it.
+    #[test]
+    fn a_known_containerd_minor_is_taken_as_it_is() {
+        assert_eq!(platform(None, Some("1.6"), "cgroup2fs", "amd64").unwrap(), "k8s-1.20-containerd-1.6-cgroup2-amd64");
+        assert_eq!(platform(None, Some("1.6.20"), "tmpfs", "amd64").unwrap_err().to_string(), "--containerd-minor \"1.6.20\": not <major>.<minor>");
+    }
+
+    /// A version, a cgroup file system or an architecture that does not read is an error naming it.
+    #[test]
+    fn what_does_not_read_is_an_error_naming_it() {
+        let err = platform(Some("containerd github.com/containerd/containerd weird"), None, "tmpfs", "amd64").unwrap_err().to_string();
+        assert!(err.starts_with("--containerd-version: "), "{err}");
+        assert!(err.contains("\"containerd github.com/containerd/containerd weird\""), "{err}");
+        let err = platform(Some("bash: containerd: command not found"), None, "tmpfs", "amd64").unwrap_err().to_string();
+        assert!(err.contains("bash: containerd: command not found"), "{err}");
+        let err = platform(Some("containerd x 2.1.9"), None, "sysfs", "amd64").unwrap_err().to_string();
+        assert!(err.starts_with("--cgroup-fs: cannot tell the cgroup version: `stat -fc %T /sys/fs/cgroup` printed \"sysfs\""), "{err}");
+        let err = platform(Some("containerd x 2.1.9"), None, "tmpfs", "").unwrap_err().to_string();
+        assert_eq!(err, "--arch \"\": not an architecture's name (amd64, arm64)");
+    }
+
+    /// `faultlab testbed platform` takes the version or the minor, not both, and one of them.
+    #[test]
+    fn platform_facts_parse_from_the_command_line() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            facts: PlatformFacts,
+        }
+        let base = ["x", "--cgroup-fs", "tmpfs", "--arch", "amd64"];
+        let cli = Cli::try_parse_from(base.iter().copied().chain(["--containerd-version", "containerd m 2.1.9"])).unwrap();
+        assert_eq!(cli.facts.name().unwrap(), "k8s-1.20-containerd-2.1-amd64");
+        assert!(Cli::try_parse_from(base).is_err(), "neither");
+        assert!(Cli::try_parse_from(base.iter().copied().chain(["--containerd-version", "v", "--containerd-minor", "1.6"])).is_err(), "both");
     }
 }

@@ -47,6 +47,20 @@ fl_faultlab_bin() {
   printf '%s\n' "$src"
 }
 
+# fl_faultlab_find: FL_FAULTLAB, the faultlab binary (fl_faultlab_bin), found or built once per script.
+# Called before anything that runs it in a subshell (`$(fl_faultlab ...)`), where a value found there
+# would be lost and found again.
+fl_faultlab_find() {
+  [ -z "${FL_FAULTLAB:-}" ] || return 0
+  FL_FAULTLAB=$(fl_faultlab_bin faultlab) || exit 1
+}
+
+# fl_faultlab <args...>: run faultlab (the hidden `faultlab testbed ...` commands compute for the scripts).
+fl_faultlab() {
+  fl_faultlab_find
+  "$FL_FAULTLAB" "$@"
+}
+
 # The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
 # pod-sandbox commands, the faultlab-cri crate in harness/cri/).
 FL_CRI_BIN=$FL_TB/bin/faultlab-cri
@@ -128,51 +142,44 @@ fl_write_node_package() {
 # its own file (FL_NODE_DESCRIPTION), which node 1's description then lists after node 1
 # (--add-nodes-from): nodes in order, each with its own complete profile.
 fl_write_description() {
-  local bin k
-  bin=$(fl_faultlab_bin faultlab)
+  local k
+  fl_faultlab_find
   local -a more=()
   for ((k = 2; k <= FL_NODE_COUNT; k++)); do
     fl_node_select "$k"
     fl_describe_node_args "$FL_NODE_DESCRIPTION"
-    "$bin" testbed describe "${FL_DESCRIBE_ARGS[@]}" || die "describing node $FL_NODE ($FL_NODE_DESCRIPTION) failed"
+    fl_faultlab testbed describe "${FL_DESCRIBE_ARGS[@]}" || die "describing node $FL_NODE ($FL_NODE_DESCRIPTION) failed"
     more+=(--add-nodes-from "$FL_NODE_DESCRIPTION")
   done
   fl_node_select 1
   fl_describe_node_args "$FL_DESCRIPTION"
   mkdir -p "$(dirname "$FL_DESCRIPTION")"
-  "$bin" testbed describe "${FL_DESCRIBE_ARGS[@]}" "${more[@]}" \
+  fl_faultlab testbed describe "${FL_DESCRIBE_ARGS[@]}" "${more[@]}" \
     || die "writing the test bed description $FL_DESCRIPTION failed"
   chmod 0644 "$FL_DESCRIPTION"
 }
 
-# The major.minor of the nodes' containerd, for the platform name: `containerd --version` prints
-# `containerd github.com/containerd/containerd/v2 2.1.9+unknown` (sid's 2.x) or `containerd
-# github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1` (bookworm's). A VM node's is bookworm's
-# 1.6, in the VM, or (`up --cgroup 2 --runtime containerd2`) sid's 2.x there, asked there.
-fl_containerd_minor() {
-  local v
+# The description's platform name (`faultlab testbed platform`: k8s-1.20-containerd-<major.minor>[-cgroup2]-<arch>)
+# from what the node's `containerd --version` and `stat -fc %T /sys/fs/cgroup` print, read as faultlab
+# reads them on the nodes (harness/src/node/runtime.rs). The host's nodes share the host's; a VM node's
+# are read in the VM, but for bookworm's containerd 1.6, which its image carries.
+fl_platform() {
+  local version fs
+  local -a containerd
   if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
-    if [ "$FL_RUNTIME" = containerd ]; then echo 1.6; return; fi
-    v=$(fl_vm_ssh "$FL_CTRD_BIN_DIR/containerd" --version </dev/null | awk '{print $3}')
-  else
-    v=$("$FL_CTRD_BIN_DIR/containerd" --version | awk '{print $3}')
-  fi
-  v=${v#v}
-  [[ $v =~ ^([0-9]+)\.([0-9]+) ]] || die "cannot read containerd's version from '$("$FL_CTRD_BIN_DIR/containerd" --version)'"
-  printf '%s.%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
-}
-
-# The platform name's cgroup part, as faultlab detects it on the nodes (harness/src/node/runtime.rs):
-# nothing on cgroup v1, `-cgroup2` on the unified hierarchy. The host's nodes share the host's; a VM
-# node's is read in the VM (what its boot script mounted, `up --cgroup`), as faultlab reads it.
-fl_cgroup_part() {
-  local fs
-  if [ "$FL_VM" = 1 ] && [ "$FL_IN_VM" = 0 ]; then
+    if [ "$FL_RUNTIME" = containerd ]; then
+      containerd=(--containerd-minor 1.6)
+    else
+      version=$(fl_vm_ssh "$FL_CTRD_BIN_DIR/containerd" --version </dev/null) || die "cannot run the VM's containerd --version"
+      containerd=(--containerd-version "$version")
+    fi
     fs=$(fl_vm_ssh stat -fc %T /sys/fs/cgroup </dev/null) || die "cannot read the VM's cgroup file system (stat -fc %T /sys/fs/cgroup over ssh)"
   else
+    version=$("$FL_CTRD_BIN_DIR/containerd" --version) || die "cannot run $FL_CTRD_BIN_DIR/containerd --version"
+    containerd=(--containerd-version "$version")
     fs=$(stat -fc %T /sys/fs/cgroup)
   fi
-  if [ "$fs" = cgroup2fs ]; then echo -cgroup2; fi
+  fl_faultlab testbed platform "${containerd[@]}" --cgroup-fs "$fs" --arch "$FL_NODE_ARCH" || die "cannot tell the platform of $FL_NODE"
 }
 
 # fl_describe_node_args <out>: into FL_DESCRIBE_ARGS, the arguments of `faultlab testbed describe` that
@@ -206,8 +213,10 @@ fl_describe_node_args() {
   # containerd 2's nodes: its own ctr (bookworm's 1.6 stays on PATH).
   local -a ctr=()
   [ "$FL_RUNTIME" != containerd2 ] || ctr=(--ctr "$FL_CTRD_BIN_DIR/ctr")
+  local platform
+  platform=$(fl_platform) || exit 1
   FL_DESCRIBE_ARGS=(--out "$out"
-    --platform "k8s-1.20-containerd-$(fl_containerd_minor)$(fl_cgroup_part)-$FL_NODE_ARCH" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT"
+    --platform "$platform" --kubeconfig "$FL_KUBECONFIG" --context "$FL_CONTEXT"
     --node "$FL_NODE" "${access[@]}" --address "$FL_NODE_IP" --gateway "$FL_NODE_GATEWAY" --gateway-device "$FL_NODE_DEVICE"
     --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF"
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF"

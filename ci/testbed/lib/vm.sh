@@ -153,12 +153,13 @@ fl_vm_install_host_packages() {
   fi
 }
 
-# Hash of what the image is made of: packages, suite, the VM's files, this file, the node's programs.
+# Hash of what the image is made of: packages, suite, the VM's files, this file and the initramfs's
+# module order (harness/src/testbed/initrd.rs), the node's programs.
 fl_vm_image_hash() { # <kubelet> <cri-client>
   {
     printf '%s\n' "$FL_VM_SUITE" "$FL_NODE_ARCH" "${FL_VM_PACKAGES[@]}" "$FL_VM_DISK_GIB"
     (cd "$FL_TESTBED_DIR/vm" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-    sha256sum "$FL_TESTBED_DIR/lib/vm.sh" "$1" "$2" | cut -c1-64
+    sha256sum "$FL_TESTBED_DIR/lib/vm.sh" "$FL_TESTBED_DIR/../../harness/src/testbed/initrd.rs" "$1" "$2" | cut -c1-64
   } | sha256sum | cut -c1-64
 }
 
@@ -237,34 +238,23 @@ EOF
   chmod 1777 "$root/tmp"
 }
 
-# fl_vm_initrd <root> <out>: the initramfs: busybox, /init and the modules that reach the root disk.
+# fl_vm_initrd <root> <out>: the initramfs: busybox, /init and the modules that reach the root disk, in
+# the order `faultlab testbed initrd-modules` gives from the kernel's modules.dep (harness/src/testbed/initrd.rs).
 fl_vm_initrd() {
-  local root=$1 out=$2 kver work m path
+  local root=$1 out=$2 kver work list path
   kver=$(find "$root/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n 1)
+  list=$(fl_faultlab testbed initrd-modules --dir "$root/lib/modules/$kver" "${FL_VM_INITRD_MODULES[@]}") ||
+    die "the VM's initramfs: no module list from $root/lib/modules/$kver"
   work=$(mktemp -d)
   mkdir -p "$work/bin" "$work/modules"
   install -m 0755 "$root/bin/busybox" "$work/bin/busybox"
   install -m 0755 "$FL_TESTBED_DIR/vm/initramfs-init" "$work/init"
   : >"$work/modules/order"
-  for m in "${FL_VM_INITRD_MODULES[@]}"; do
-    path=$(awk -F: -v m="$m" '{n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n)} n == m {print $1; exit}' \
-      "$root/lib/modules/$kver/modules.dep")
-    if [ -z "$path" ] && [ -f "$root/lib/modules/$kver/modules.builtin" ] &&
-      awk -v m="$m" '{n = $1; sub(/.*\//, "", n); sub(/\.ko$/, "", n); gsub(/-/, "_", n)} n == m {f = 1} END {exit !f}' \
-        "$root/lib/modules/$kver/modules.builtin"; then
-      continue  # built into the kernel
-    fi
-    [ -n "$path" ] || die "module $m not found in $root/lib/modules/$kver/modules.dep"
-    # Its dependencies first, as modprobe loads them (modules.dep lists them last-loaded first): amd64's
-    # kernel has the virtio core (virtio, virtio_ring) as modules, arm64's has it built in.
-    local dep
-    for dep in $(awk -F: -v p="$path" '$1 == p {n = split($2, d, " "); for (i = n; i >= 1; i--) print d[i]; exit}' \
-      "$root/lib/modules/$kver/modules.dep") "$path"; do
-      grep -qxF "$(basename "$dep")" "$work/modules/order" && continue
-      cp "$root/lib/modules/$kver/$dep" "$work/modules/"
-      basename "$dep" >>"$work/modules/order"
-    done
-  done
+  while IFS= read -r path; do
+    [ -n "$path" ] || continue
+    cp "$root/lib/modules/$kver/$path" "$work/modules/"
+    basename "$path" >>"$work/modules/order"
+  done <<<"$list"
   (cd "$work" && find . -print0 | LC_ALL=C sort -z | cpio --quiet --null -o -H newc --owner 0:0) | gzip -n -1 >"$out"
   rm -rf "$work"
 }

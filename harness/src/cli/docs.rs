@@ -1,6 +1,6 @@
 //! What faultlab prints about itself and writes from reports, touching no cluster: `faultlab schema`,
 //! `completions`, `man`, `report`; and the hidden tools the test bed's scripts call (`image pack`,
-//! `testbed describe`).
+//! `testbed describe`, `nodes`, `config`, `platform`, `initrd-modules`).
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use faultlab::report::SuiteReport;
 use faultlab::scenario;
 
+use crate::cli::out::Usage;
 use crate::{Cli, ImageCommand, TestbedCommand};
 
 /// `faultlab schema [--report]`: the scenario format's JSON Schema, or the report's.
@@ -65,9 +66,26 @@ pub fn image(command: ImageCommand) -> Result<()> {
     Ok(())
 }
 
-/// `faultlab testbed describe`: the test bed's description, from what `ci/testbed/up` made (internal).
+/// `faultlab testbed ...`: what the test bed's scripts have faultlab write or compute (internal).
 pub fn testbed(command: TestbedCommand) -> Result<()> {
-    let TestbedCommand::Describe { facts, out } = command;
+    use faultlab::testbed::{initrd, nodes};
+    match command {
+        TestbedCommand::Describe { facts, out } => describe(&facts, out)?,
+        TestbedCommand::Nodes { index: None } => outp!("{}", nodes::table()),
+        TestbedCommand::Nodes { index: Some(k) } => out!("{}", nodes::TestbedNode::of(k).map_err(|e| Usage(e.to_string()))?.line()),
+        TestbedCommand::Config { file, node } => outp!("{}", node.render(file).map_err(|e| Usage(e.to_string()))?),
+        TestbedCommand::Platform { facts } => out!("{}", facts.name().map_err(|e| Usage(e.to_string()))?),
+        TestbedCommand::InitrdModules { dir, modules } => {
+            for path in initrd::load_order_in(&dir, &modules).context("testbed initrd-modules")? {
+                out!("{path}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `faultlab testbed describe`: the test bed's description, from what `ci/testbed/up` made.
+fn describe(facts: &faultlab::testbed::Facts, out: Option<PathBuf>) -> Result<()> {
     let text = facts.testbed().context("testbed describe")?.to_yaml();
     match out {
         None => outp!("{text}"),
