@@ -183,9 +183,15 @@ impl DiskFull {
     pub fn keep_full(disk: &Disk, seconds: u64) -> Cmd {
         let fill = shell_words::quote(&disk.fill_file()).into_owned();
         let mp = shell_words::quote(&disk.mountpoint).into_owned();
+        let probe = shell_words::quote(&disk.probe_dir()).into_owned();
+        // Each append is written out (fsync): ext4 holds blocks back for data not yet written, and
+        // gives them back once it is, which a directory could then take. Then, as `top_up` ends,
+        // until not even a directory can be made.
         Cmd::shell(format!(
             "end=$(( $(date +%s) + {seconds} )); while [ \"$(date +%s)\" -lt \"$end\" ]; do \
-             dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc status=none 2>/dev/null; sleep 0.05; done; \
+             dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc,fsync status=none 2>/dev/null; sleep 0.05; done; \
+             for i in 1 2 3 4 5; do dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc,fsync status=none 2>/dev/null; sync; \
+             if mkdir {probe} 2>/dev/null; then rmdir {probe}; else break; fi; done; \
              stat -f -c '%f free blocks of %b' {mp}"
         ))
         .timeout(Duration::from_secs(seconds + 60))
@@ -431,7 +437,8 @@ mod tests {
         let keep = entries.iter().position(|l| l.contains("while [ \"$(date +%s)\" -lt \"$end\" ]")).expect("keep-full");
         assert!(delete < keep, "{entries:#?}");
         assert!(lines[6].starts_with("ip netns exec faultlab-node timeout -k 5 75 sh -c 'end=$(( $(date +%s) + 15 ))"), "{}", lines[6]);
-        assert!(lines[6].contains("dd if=/dev/zero of=/var/lib/faultlab/containerd/faultlab-disk-full.fill bs=4096 oflag=append conv=notrunc"), "{}", lines[6]);
+        assert!(lines[6].contains("dd if=/dev/zero of=/var/lib/faultlab/containerd/faultlab-disk-full.fill bs=4096 oflag=append conv=notrunc,fsync"), "{}", lines[6]);
+        assert!(lines[6].contains("if mkdir /var/lib/faultlab/containerd/"), "{}", lines[6]);
     }
 
     #[tokio::test]
