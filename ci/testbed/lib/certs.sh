@@ -14,11 +14,23 @@ fl_cert() {
   fi
 }
 
+# fl_cert_usage_is <crt> <extendedKeyUsage>: does the certificate carry exactly these usages
+# (serverAuth, clientAuth, comma-separated)? A kept certificate made with other usages is made again.
+fl_cert_usage_is() {
+  local usages=() names=() u have
+  IFS=, read -ra usages <<<"$2"
+  have=$(openssl x509 -in "$1" -noout -ext extendedKeyUsage 2>/dev/null | tail -n +2 | tr -d ' ')
+  for u in "${usages[@]}"; do
+    case $u in serverAuth) names+=("TLSWebServerAuthentication") ;; clientAuth) names+=("TLSWebClientAuthentication") ;; *) return 1 ;; esac
+  done
+  [ "$have" = "$(IFS=,; echo "${names[*]}")" ]
+}
+
 # fl_cert_by <ca> <name> <subject> <extendedKeyUsage> [serverAltNames]: a key and a certificate signed
 # by $FL_PKI/<ca>.{crt,key}.
 fl_cert_by() {
   local ca=$1 name=$2 subj=$3 usage=$4 sans=${5:-} ext
-  [ -s "$FL_PKI/$name.crt" ] && [ -s "$FL_PKI/$name.key" ] && return 0
+  [ -s "$FL_PKI/$name.crt" ] && [ -s "$FL_PKI/$name.key" ] && fl_cert_usage_is "$FL_PKI/$name.crt" "$usage" && return 0
   ext=$(mktemp)
   printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n' "$usage" >"$ext"
   [ -z "$sans" ] || printf 'subjectAltName=%s\n' "$sans" >>"$ext"
@@ -39,7 +51,9 @@ fl_make_etcd_pki() {
       -addext 'basicConstraints=critical,CA:TRUE' -addext 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature' \
       -out "$FL_PKI/etcd-ca.crt" 2>/dev/null
   fi
-  fl_cert_by etcd-ca etcd-server /CN=faultlab-etcd serverAuth "IP:127.0.0.1,DNS:localhost"
+  # Client use too, as kubeadm's etcd/server: etcd's own gateway connects to its client port with it
+  # (without, etcd logs `certificate specifies an incompatible key usage` every few seconds).
+  fl_cert_by etcd-ca etcd-server /CN=faultlab-etcd serverAuth,clientAuth "IP:127.0.0.1,DNS:localhost"
   fl_cert_by etcd-ca etcd-peer /CN=faultlab-etcd-peer serverAuth,clientAuth "IP:127.0.0.1,DNS:localhost"
   fl_cert_by etcd-ca apiserver-etcd-client /CN=kube-apiserver-etcd-client clientAuth
 }
