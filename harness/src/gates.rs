@@ -29,6 +29,10 @@ pub struct PodGate {
     /// of several separated by `|` (`ErrImagePull|ImagePullBackOff`: the kubelet alternates them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
+    /// `true`: some container of the pod was restarted in place by the kubelet (its restartCount is
+    /// above 0), as after a failed liveness probe; `false`: none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted: Option<bool>,
     /// A pod condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<ConditionGate>,

@@ -178,7 +178,7 @@ mod tests {
         }
         assert!(create(tmp.path(), &"x".repeat(scenario::MAX_NAME_LEN), "pause-missing").is_ok());
         let err = create(tmp.path(), "other", "pause-mising").unwrap_err();
-        assert!(err.to_string().starts_with("unknown fault \"pause-mising\"; faults: cni-broken, configmap-missing, controller-manager-down, cpu-count"), "{err}");
+        assert!(err.to_string().starts_with("unknown fault \"pause-mising\"; faults: cni-broken, cni-plugin-missing, configmap-missing, configmap-subpath-restart"), "{err}");
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert_eq!(names.len(), 3, "only web.yaml, link.yaml and the longest name: {names:?}");
     }

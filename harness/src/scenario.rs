@@ -45,6 +45,30 @@ pub struct Scenario {
     pub snapshot: SnapshotOptions,
 }
 
+/// A documented cause faultlab does not reproduce, and why: a file of the set like a scenario's, with
+/// `reproducible: false` and the reason in place of the workload, fault, symptom, fix and recovery.
+/// `faultlab list` shows it, so the gap is visible and searchable; nothing runs it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Gap {
+    pub api_version: ApiVersion,
+    pub kind: ScenarioKind,
+    pub metadata: Metadata,
+    /// `false`: this cause is not reproduced (a scenario that is leaves the field out).
+    pub reproducible: bool,
+    /// Why not: what a faithful reproduction needs that faultlab's platforms lack, and what would
+    /// close the gap.
+    pub reason: String,
+}
+
+/// What a file of the scenario set is: a scenario, or a documented cause it does not reproduce.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ScenarioFile {
+    Scenario(Box<Scenario>),
+    Gap(Gap),
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Metadata {
@@ -68,6 +92,11 @@ pub struct Source {
     /// The document's fix, quoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// For a documented bug that upstream fixed: the first release with the fix and the change that
+    /// fixed it. The scenario is then a regression guard: on that release and later its symptom is the
+    /// fixed behaviour, and the bug's own symptom must not occur.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_upstream: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -196,6 +225,9 @@ pub enum ScenarioError {
     Invalid { problems: Vec<Located> },
     #[error("no scenario named {name:?} in {}; {}", dir.display(), if known.is_empty() { "it has no scenario files".to_string() } else { format!("known: {}", known.join(", ")) })]
     NotFound { name: String, dir: PathBuf, known: Vec<String> },
+    /// The file is a [`Gap`]: a documented cause with the reason it is not reproduced.
+    #[error("scenario {:?} ({}) is not reproducible: {}", gap.metadata.name, path.display(), gap.reason.trim())]
+    NotReproducible { path: PathBuf, gap: Box<Gap> },
     #[error("another file of the set has the same scenario name: {}; rename or remove one", other.display())]
     SameName { other: PathBuf },
     #[error("scenario {name:?} is in two files, {}; rename or remove one", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "))]
@@ -297,12 +329,50 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 fn load_text(path: &Path, text: &str) -> Result<Loaded, ScenarioError> {
+    if datafile::FieldLocations::of(text).get("reproducible").is_some() {
+        return Err(load_gap(path, text));
+    }
     let scenario: Scenario = datafile::decode(path, text)?;
     let (manifests, problems) = validate(path, text, &scenario);
     if !problems.is_empty() {
         return Err(ScenarioError::Invalid { problems });
     }
     Ok(Loaded { path: path.to_owned(), scenario, manifests })
+}
+
+/// A file with a top-level `reproducible`: a [`Gap`], checked (its name is its file's, it says
+/// `false`, it gives a reason) and returned as [`ScenarioError::NotReproducible`]; or why it is broken.
+fn load_gap(path: &Path, text: &str) -> ScenarioError {
+    let gap: Gap = match datafile::decode(path, text) {
+        Ok(g) => g,
+        Err(e) => return e.into(),
+    };
+    let mut problems = Vec::new();
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    if gap.metadata.name != stem {
+        problems.push(Problem::new("metadata.name", format!("is {:?} but the file is named {:?}; they must match", gap.metadata.name, path.file_name().and_then(|f| f.to_str()).unwrap_or_default())));
+    }
+    if gap.reproducible {
+        problems.push(Problem::new("reproducible", "is true: a scenario that is reproduced leaves the field out and gives its workload, fault, symptom, fix and recovery"));
+    }
+    if gap.reason.trim().is_empty() {
+        problems.push(Problem::new("reason", "is empty: say what a faithful reproduction needs that is missing"));
+    }
+    if gap.metadata.source.fix.as_deref().is_none_or(|f| f.trim().is_empty()) {
+        problems.push(Problem::new("metadata.source.fix", "is missing: quote the document's fix, as every scenario does"));
+    }
+    if problems.is_empty() {
+        return ScenarioError::NotReproducible { path: path.to_owned(), gap: Box::new(gap) };
+    }
+    let locations = datafile::FieldLocations::of(text);
+    let problems = problems
+        .into_iter()
+        .map(|problem| {
+            let (line, column) = locations.locate(&problem.field);
+            Located { path: path.to_owned(), line, column, problem }
+        })
+        .collect();
+    ScenarioError::Invalid { problems }
 }
 
 /// The longest scenario name: the run's namespace is `fl-<name>-<5 characters>`, a DNS label of at
@@ -643,6 +713,8 @@ pub fn files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
 pub struct Set {
     pub good: BTreeMap<String, Loaded>,
     pub broken: Vec<(PathBuf, ScenarioError)>,
+    /// The documented causes not reproduced, by name, with their files.
+    pub gaps: BTreeMap<String, (PathBuf, Gap)>,
 }
 
 /// Load every scenario file of `dir`; one broken file does not hide the others.
@@ -659,6 +731,9 @@ pub fn load_set(dir: &Path) -> Result<Set, ScenarioError> {
         match load(path) {
             Ok(loaded) => {
                 set.good.insert(loaded.name().to_string(), loaded);
+            }
+            Err(ScenarioError::NotReproducible { path, gap }) => {
+                set.gaps.insert(gap.metadata.name.clone(), (path, *gap));
             }
             Err(e) => set.broken.push((path.clone(), e)),
         }
@@ -691,7 +766,7 @@ pub fn find(dir: &Path, name: &str) -> Result<Loaded, ScenarioError> {
 
 /// The JSON Schema of the scenario format, generated from these types.
 pub fn json_schema() -> String {
-    let schema = schemars::schema_for!(Scenario);
+    let schema = schemars::schema_for!(ScenarioFile);
     serde_json::to_string_pretty(&schema).expect("schema serialises") + "\n"
 }
 

@@ -553,10 +553,10 @@ mod tests {
         let titles: Vec<&str> = probes.iter().map(|p| p.title).collect();
         assert_eq!(
             titles,
-            ["leaked CNI addresses", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances", "registry drop rules", "local CAs"],
+            ["leaked CNI addresses", "CNI plugins moved aside", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances", "registry drop rules", "local CAs"],
             "disk-full and pause-missing both look at the images: once"
         );
-        let images = &probes[4].script;
+        let images = &probes[5].script;
         assert!(images.starts_with("ctr --address /run/faultlab/containerd/containerd.sock -n k8s.io images ls -q | sort"), "{images}");
     }
 

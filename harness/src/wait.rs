@@ -53,6 +53,11 @@ pub fn pod_matches(pod: &Pod, gate: &PodGate) -> bool {
             return false;
         }
     }
+    if let Some(restarted) = gate.restarted {
+        if containers.iter().any(|c| c.restart_count > 0) != restarted {
+            return false;
+        }
+    }
     if let Some(re) = &gate.termination_message {
         let all = containers.iter().chain(status.init_container_statuses.iter().flatten());
         let matched = all
@@ -442,6 +447,9 @@ pub fn gate_text(gate: &PodGate) -> String {
     if let Some(w) = &gate.waiting {
         parts.push(format!("waiting={w}"));
     }
+    if let Some(r) = gate.restarted {
+        parts.push(format!("restarted={r}"));
+    }
     if let Some(c) = &gate.condition {
         parts.push(format!("{}={}{}", c.type_, c.status, c.reason.as_ref().map(|r| format!("({r})")).unwrap_or_default()));
     }
@@ -573,6 +581,22 @@ mod tests {
         assert!(!condition_matches(&either, "Ready", "False", None), "a reason is asked for");
         assert!(!condition_matches(&gate("False", None), "Ready", "False|Unknown", None), "only the gate has alternatives");
         assert!(condition_matches(&gate("False", None), "Ready", "False", Some("anything")));
+    }
+
+    #[test]
+    fn restarted_gate_reads_the_restart_counts() {
+        let pod = |count: i32| -> Pod {
+            serde_json::from_value(serde_json::json!({"status": {"phase": "Running", "containerStatuses": [
+                {"name": "side", "image": "x", "imageID": "", "ready": true, "restartCount": 0},
+                {"name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": count}]}}))
+            .unwrap()
+        };
+        let gate = |r: bool| PodGate { phase: Some("Running".into()), ready: Some(true), restarted: Some(r), ..Default::default() };
+        assert!(pod_matches(&pod(1), &gate(true)));
+        assert!(!pod_matches(&pod(0), &gate(true)));
+        assert!(pod_matches(&pod(0), &gate(false)));
+        assert!(!pod_matches(&pod(2), &gate(false)));
+        assert_eq!(gate_text(&gate(true)), "phase=Running ready=true restarted=true");
     }
 
     #[test]

@@ -139,6 +139,8 @@ fn load(path: &Path) -> Result<Result<String, String>, String> {
     let p = path.to_owned();
     bounded(LOAD_LIMIT, &format!("loading {}", path.display()), move || match scenario::load(&p) {
         Ok(loaded) => Ok(loaded.name().to_string()),
+        // A documented cause not reproduced loads as what it is, not as an error.
+        Err(scenario::ScenarioError::NotReproducible { gap, .. }) => Ok(gap.metadata.name.clone()),
         Err(e) => Err(e.to_string()),
     })
 }
@@ -904,11 +906,15 @@ mod property {
                     apply(&mut lines, m);
                 }
                 let mutant = lines.concat_lines();
-                let saved = std::env::temp_dir().join(format!("faultlab-hostile-{}", name));
-                let _ = std::fs::write(&saved, &mutant);
+                // In a directory of its own, made fresh and kept: a fixed name under /tmp could be a
+                // link another user planted.
+                let saved = tempfile::Builder::new().prefix("faultlab-hostile-").tempdir().map(|d| d.keep().join(name));
+                let saved = match saved.and_then(|p| std::fs::write(&p, &mutant).map(|()| p)) {
+                    Ok(p) => p.display().to_string(),
+                    Err(e) => format!("(not saved: {e})"),
+                };
                 Err(format!(
-                    "scenarios/{name} with {mutations:?} (the minimal mutant is saved as {}; `PROPTEST_RNG_SEED` repeats a run):\n{why}",
-                    saved.display()
+                    "scenarios/{name} with {mutations:?} (the minimal mutant is saved as {saved}; `PROPTEST_RNG_SEED` repeats a run):\n{why}"
                 )
                 .into())
             }

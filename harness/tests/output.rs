@@ -15,8 +15,15 @@ fn list_as_json_names_every_scenario_the_text_lists() {
     let text = faultlab(&["list"]);
     let json: serde_json::Value = serde_json::from_str(&faultlab(&["list", "-o", "json"])).unwrap();
     let names: Vec<&str> = json["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    let text_names: Vec<&str> = text.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+    let (runnable, gaps) = text.split_once("\n\nnot reproducible (").expect("the set has documented causes it does not reproduce");
+    let text_names: Vec<&str> = runnable.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(names, text_names);
+    let gap_names: Vec<&str> = json["notReproducible"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let text_gaps: Vec<&str> = gaps.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(gap_names, text_gaps);
+    assert!(gap_names.contains(&"loadbalancer-pending"), "{gap_names:?}");
+    assert!(json["notReproducible"][0]["reason"].as_str().unwrap().len() > 80, "each says why");
+    assert!(!names.iter().any(|n| gap_names.contains(n)), "a cause is runnable or not, never both");
     assert!(json["broken"].as_array().unwrap().is_empty());
     assert!(json["scenarios"][0]["path"].as_str().unwrap().ends_with(".yaml"));
 }

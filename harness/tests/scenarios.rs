@@ -40,15 +40,25 @@ fn main() -> ExitCode {
     let (wanted, rest) = split_args();
     let mut args = Arguments::from_iter(rest);
     let dir = scenario::default_dir();
-    let all = match scenario::load_all(&dir) {
-        Ok(all) => all,
+    let (all, gaps) = match scenario::load_set(&dir) {
+        Ok(mut set) if !set.broken.is_empty() => {
+            eprintln!("error: {}", set.broken.remove(0).1);
+            return ExitCode::FAILURE;
+        }
+        Ok(set) => (set.good, set.gaps),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    // The documented causes not reproduced are trials too, reported ignored with their reason.
+    for (name, (_, gap)) in &gaps {
+        if wanted.as_ref().is_none_or(|w| w == name) {
+            eprintln!("scenario {name} ignored: not reproducible: {}", gap.reason.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
     if let Some(name) = &wanted {
-        if !all.contains_key(name) {
+        if !all.contains_key(name) && !gaps.contains_key(name) {
             eprintln!("error: no scenario named {name:?}; known: {}", all.keys().cloned().collect::<Vec<_>>().join(", "));
             return ExitCode::FAILURE;
         }
@@ -93,6 +103,7 @@ fn main() -> ExitCode {
                 trial
             }
         })
+        .chain(gaps.into_keys().map(|name| Trial::test(name, || Ok(())).with_kind("not reproducible").with_ignored_flag(true)))
         .collect();
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -8,7 +8,29 @@
 # (their shape: harness/src/testbed/configs.rs; the values: lib.sh's). Each writer returns 0 when the file
 # changed (so the caller can restart the component).
 fl_write_containerd_config() { fl_write_node_config containerd "$FL_CTRD_CONF"; }
-fl_write_cni_config() { fl_write_node_config cni "$FL_CNI_CONF_DIR/10-faultlab.conflist"; }
+fl_write_cni_config() {
+  local changed=1
+  if fl_cni_bin_links; then changed=0; fi
+  if fl_write_node_config cni "$FL_CNI_CONF_DIR/10-faultlab.conflist"; then changed=0; fi
+  return "$changed"
+}
+
+# The selected node's own CNI plugin directory: a link to each plugin of the host's /usr/lib/cni (so a
+# fault that takes a plugin away, cni-plugin-missing, takes it from this node only). A missing link is
+# made again (status 0: containerd's CNI changed); a file of another kind there is fatal.
+fl_cni_bin_links() {
+  local made=1 plugin name
+  mkdir -p "$FL_CNI_BIN_DIR"
+  for plugin in /usr/lib/cni/*; do
+    [ -f "$plugin" ] || continue
+    name=$FL_CNI_BIN_DIR/${plugin##*/}
+    if [ -L "$name" ] && [ "$(readlink -- "$name")" = "$plugin" ]; then continue; fi
+    if [ -e "$name" ] || [ -L "$name" ]; then die "$name is not a link to $plugin; remove it and run up again"; fi
+    ln -s -- "$plugin" "$name"
+    made=0
+  done
+  return "$made"
+}
 fl_write_kubelet_config() { fl_write_node_config kubelet "$FL_KUBELET_CONF"; }
 
 # fl_write_node_config containerd|cni|kubelet <file>: the selected node's file, written when it changed
@@ -18,7 +40,7 @@ fl_write_node_config() {
   text=$(fl_faultlab testbed config "$1" --node "$FL_NODE" --netns "$FL_NETNS" --runtime "$FL_RUNTIME" \
     --containerd-root "$FL_CTRD_ROOT" --containerd-state "$FL_CTRD_STATE" --containerd-socket "$FL_CTRD_SOCK" \
     --containerd-opt "$FL_CTRD_OPT" --sandbox-image "$FL_PAUSE_REF" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR" --runc "$FL_RUNC" \
-    --cni-conf-dir "$FL_CNI_CONF_DIR" --cni-data "$FL_CNI_DATA" --pod-cidr "$FL_POD_CIDR" --pod-gateway "$FL_POD_GW" \
+    --cni-conf-dir "$FL_CNI_CONF_DIR" --cni-bin-dir "$FL_CNI_BIN_DIR" --cni-data "$FL_CNI_DATA" --pod-cidr "$FL_POD_CIDR" --pod-gateway "$FL_POD_GW" \
     --address "$FL_NODE_IP" --client-ca "$FL_PKI/ca.crt" --cluster-dns "$FL_CLUSTER_DNS" --kubelet-root "$FL_KUBELET_ROOT" \
     --kubelet-extra-flags "$FL_KUBELET_EXTRA" --cgroup-root "$FL_CGROUP_ROOT") || die "faultlab testbed config $1 of $FL_NODE failed"
   printf '%s\n' "$text" | fl_write_if_changed "$2"

@@ -9,15 +9,19 @@ use faultlab::scenario;
 use crate::cli::out::{emit, exit, indent, status};
 use crate::Output;
 
-/// `faultlab list`: the good scenarios of the set, then each broken file with its errors (exit status 2).
+/// `faultlab list`: the good scenarios of the set, the documented causes not reproduced (with why),
+/// then each broken file with its errors (exit status 2).
 pub fn list(dir: &Path, output: Output) -> Result<()> {
     let set = scenario::load_set(dir)?;
-    if set.good.is_empty() && set.broken.is_empty() {
+    if set.good.is_empty() && set.broken.is_empty() && set.gaps.is_empty() {
         usage!("{}: no scenario files (*.yaml, *.yml) in this directory", dir.display());
     }
     let listed = serde_json::json!({
         "scenarios": set.good.iter().map(|(name, s)| serde_json::json!({
             "name": name, "fault": s.scenario.fault.name(), "path": s.path, "description": s.scenario.metadata.description.trim(),
+        })).collect::<Vec<_>>(),
+        "notReproducible": set.gaps.iter().map(|(name, (path, g))| serde_json::json!({
+            "name": name, "path": path, "description": g.metadata.description.trim(), "reason": g.reason.trim(),
         })).collect::<Vec<_>>(),
         "broken": set.broken.iter().map(|(path, e)| serde_json::json!({"path": path, "error": e.to_string()})).collect::<Vec<_>>(),
     });
@@ -33,6 +37,13 @@ pub fn list(dir: &Path, output: Output) -> Result<()> {
     for (name, s) in &set.good {
         let line = s.scenario.metadata.description.lines().next().unwrap_or_default().to_string();
         out!("{name:<wn$}  {:<wf$}  {line}", s.scenario.fault.name());
+    }
+    if !set.gaps.is_empty() {
+        out!("\nnot reproducible ({}; `faultlab show NAME` says why):", set.gaps.len());
+        let wg = set.gaps.keys().map(String::len).max().unwrap_or(0);
+        for (name, (_, g)) in &set.gaps {
+            out!("{name:<wg$}  {}", g.metadata.description.lines().next().unwrap_or_default());
+        }
     }
     if !set.broken.is_empty() {
         out!("\nbroken ({}; `faultlab validate` checks files):", set.broken.len());
@@ -72,6 +83,7 @@ fn validate_files(paths: &[PathBuf]) -> Result<usize> {
     for file in &files {
         match scenario::load(file) {
             Ok(s) => out!("ok      {} ({})", file.display(), s.scenario.fault.name()),
+            Err(scenario::ScenarioError::NotReproducible { .. }) => out!("ok      {} (not reproducible)", file.display()),
             Err(e) => {
                 broken += 1;
                 out!("broken  {}\n{}", file.display(), indent(&e.to_string()));
@@ -84,7 +96,10 @@ fn validate_files(paths: &[PathBuf]) -> Result<usize> {
 
 /// `faultlab show`: a scenario's fault, symptom, documented fix and recovery.
 pub fn show(dir: &Path, name: &str, output: Output) -> Result<()> {
-    let s = scenario::find(dir, name)?;
+    let s = match scenario::find(dir, name) {
+        Err(scenario::ScenarioError::NotReproducible { path, gap }) => return show_gap(&path, &gap, output),
+        found => found?,
+    };
     let sc = &s.scenario;
     let shown = serde_json::json!({
         "path": s.path,
@@ -97,6 +112,9 @@ pub fn show(dir: &Path, name: &str, output: Output) -> Result<()> {
     }
     out!("{} ({})\n\n{}\n", sc.metadata.name, s.path.display(), sc.metadata.description.trim());
     out!("source:   {} — {}{}", sc.metadata.source.document, sc.metadata.source.title, sc.metadata.source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
+    if let Some(fixed) = &sc.metadata.source.fixed_upstream {
+        out!("upstream: fixed in {fixed}; this scenario is a regression guard (the documented bug must not occur)");
+    }
     out!("fault:    {} (fix steps it offers: {})", sc.fault.name(), sc.fault.fix_steps().join(", "));
     if !sc.workload.cluster_objects.is_empty() {
         out!("cluster:  creates cluster-scoped {} (deleted at teardown)", sc.workload.cluster_objects.join(", "));
@@ -124,6 +142,21 @@ pub fn show(dir: &Path, name: &str, output: Output) -> Result<()> {
     }
     if let Some(d) = &sc.recovery.deployment {
         out!("recovery: within {}: {}", faultlab::duration::format(sc.recovery.within.0), faultlab::wait::deployment_text(d));
+    }
+    Ok(())
+}
+
+/// `faultlab show` of a documented cause not reproduced: what it is, its source, and why not.
+fn show_gap(path: &Path, gap: &scenario::Gap, output: Output) -> Result<()> {
+    if emit(output, &serde_json::json!({"path": path, "reproducible": false, "scenario": gap}))? {
+        return Ok(());
+    }
+    out!("{} ({})\n\n{}\n", gap.metadata.name, path.display(), gap.metadata.description.trim());
+    let source = &gap.metadata.source;
+    out!("source:   {} — {}{}", source.document, source.title, source.section.as_ref().map(|x| format!(" / {x}")).unwrap_or_default());
+    out!("not reproducible:\n{}", indent(gap.reason.trim()));
+    if let Some(fix) = &source.fix {
+        out!("the document's fix:\n{}", indent(fix.trim()));
     }
     Ok(())
 }

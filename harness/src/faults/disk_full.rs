@@ -38,7 +38,7 @@ pub const KEEP_FULL_SECONDS: u64 = 15;
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
 /// The size of the containerd disk the fault needs where the platform makes one (kind; the test bed
 /// has its own: 1 GiB, 192 MiB on the emulated arm64 node).
-const KIND_DISK_MIB: u64 = 3072;
+pub const KIND_DISK_MIB: u64 = 3072;
 
 fn default_images() -> u32 {
     4
@@ -109,7 +109,7 @@ impl Disk {
         format!("{}/.faultlab-disk-full-probe", self.mountpoint.trim_end_matches('/'))
     }
 
-    fn fill_file(&self) -> String {
+    pub fn fill_file(&self) -> String {
         format!("{}/{FILL_FILE}", self.mountpoint.trim_end_matches('/'))
     }
 }
@@ -206,7 +206,7 @@ impl DiskFull {
     /// Remove the listed images that are there, with every other reference to the same image (the CRI
     /// plugin adds one named by the image ID, `sha256:<config digest>`, which would keep its content);
     /// absent ones are skipped: idempotent.
-    fn remove_images(ctx: &Ctx, refs: &[String]) -> Cmd {
+    pub fn remove_images(ctx: &Ctx, refs: &[String]) -> Cmd {
         let ls = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "ls"]).argv);
         let rm = crate::cmd::shell_join(&ctx.node.profile.ctr(["images", "rm", "--sync"]).argv);
         let awk = "BEGIN{n=split(names,a,\" \"); for(i=1;i<=n;i++) want[a[i]]=1} \

@@ -140,10 +140,7 @@ impl Fault for ImagePullSlow {
         ctx.keep("image", &image)?;
         ctx.note(format!("the registry {} sends blobs at {} bytes a second at most (nginx's limit_rate)", reg.endpoint(), self.rate));
         reg.answer(ctx, "slow-registry", &Answer::Slowly(self.rate.clone())).await?;
-        let containers: Vec<serde_json::Value> = registry::containers(&deployment).iter().map(|c| json!({"name": c["name"], "image": image})).collect();
-        ctx.note(format!("roll Deployment {} out to the new version {image}", self.deployment));
-        let patch = json!({"spec": {"template": {"spec": {"containers": containers}}}});
-        ctx.kube.patch_object("apps/v1", "Deployment", Some(&ctx.namespace), &self.deployment, &patch).await.map_err(Ctx::api_err("roll-out-new-version"))
+        registry::roll_out(ctx, &self.deployment, &deployment, &image, "roll-out-new-version").await
     }
 
     /// In place while a container of the Deployment pulls the slow registry's image `Always`: each new

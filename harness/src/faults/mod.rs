@@ -84,13 +84,17 @@ macro_rules! faults {
 
 faults! {
     "cni-broken" => cni_broken::CniBroken,
+    "cni-plugin-missing" => cni_plugin_missing::CniPluginMissing,
     "configmap-missing" => configmap_missing::ConfigmapMissing,
+    "configmap-subpath-restart" => configmap_subpath_restart::ConfigmapSubpathRestart,
+    "container-args-wrong" => container_args_wrong::ContainerArgsWrong,
     "controller-manager-down" => controller_manager_down::ControllerManagerDown,
     "cpu-count" => cpu_count::CpuCount,
     "default-route" => default_route::DefaultRoute,
     "disk-full" => disk_full::DiskFull,
     "duplicate-container" => duplicate_container::DuplicateContainer,
     "image-address-wrong" => image_address_wrong::ImageAddressWrong,
+    "image-pull-disk-full" => image_pull_disk_full::ImagePullDiskFull,
     "image-pull-secret-missing" => image_pull_secret_missing::ImagePullSecretMissing,
     "image-pull-secret-wrong" => image_pull_secret_wrong::ImagePullSecretWrong,
     "image-pull-slow" => image_pull_slow::ImagePullSlow,

@@ -760,6 +760,14 @@ macro_rules! pulling {
 }
 pub(crate) use pulling;
 
+/// Roll Deployment `name` (read as `deployment`) out to `image`: every container's image set to it.
+pub async fn roll_out(ctx: &Ctx, name: &str, deployment: &serde_json::Value, image: &str, step: &str) -> Result<(), FaultError> {
+    let containers: Vec<serde_json::Value> = containers(deployment).iter().map(|c| json!({"name": c["name"], "image": image})).collect();
+    ctx.note(format!("roll Deployment {name} out to the new version {image}"));
+    let patch = json!({"spec": {"template": {"spec": {"containers": containers}}}});
+    ctx.kube.patch_object("apps/v1", "Deployment", Some(&ctx.namespace), name, &patch).await.map_err(Ctx::api_err(step))
+}
+
 /// The Deployment `name`, checked to pull again when its pod is replaced ([`check_pulls_again`]).
 pub async fn pulling_deployment(ctx: &Ctx, name: &str) -> Result<serde_json::Value, FaultError> {
     let d = deployment(ctx, name, "read-deployment").await?;

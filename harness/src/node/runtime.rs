@@ -168,6 +168,8 @@ impl fmt::Display for Setting {
 
 /// The CNI configuration directory when the config does not set one (every version).
 pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
+/// containerd's CNI plugin directory when its config names none.
+pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 
 /// The keys of `plugins."io.containerd.grpc.v1.cri"` that containerd 2 still reads from a version 3
 /// file (the CRI server's own: streaming); any other key there is ignored.
@@ -279,6 +281,27 @@ impl ContainerdConfig {
     /// Where the CRI plugin loads its CNI configuration from (default `/etc/cni/net.d`).
     pub fn cni_conf_dir(&self) -> &str {
         self.text(Setting::CniConfDir).unwrap_or(DEFAULT_CNI_CONF_DIR)
+    }
+
+    /// Where the CRI plugin finds CNI plugins, in its search order: `bin_dirs` (containerd 2.1's list),
+    /// else `bin_dir` (1.x and 2.0; deprecated in 2.1), beside `conf_dir` in the file's version's CNI
+    /// table; else containerd's default, `/opt/cni/bin`. Empty strings count as unset, as containerd's
+    /// own default config writes `bin_dir = ''`.
+    pub fn cni_bin_dirs(&self) -> Vec<String> {
+        let (_, tables) = self.key_path(Setting::CniConfDir).split_last().expect("a key path has a last key");
+        let mut at = Some(&self.table);
+        for key in tables {
+            at = at.and_then(|t| t.get(*key)).and_then(toml::Value::as_table);
+        }
+        let text = |v: &toml::Value| v.as_str().filter(|s| !s.is_empty()).map(String::from);
+        let listed: Vec<String> = at.and_then(|t| t.get("bin_dirs")).and_then(toml::Value::as_array).map(|a| a.iter().filter_map(text).collect()).unwrap_or_default();
+        if !listed.is_empty() {
+            return listed;
+        }
+        match at.and_then(|t| t.get("bin_dir")).and_then(text) {
+            Some(dir) => vec![dir],
+            None => vec![DEFAULT_CNI_BIN_DIR.to_string()],
+        }
     }
 
     /// The registry hosts directory; none when unset or empty (containerd's default: none).
@@ -730,6 +753,7 @@ mod tests {
         assert_eq!(c.configured_sandbox_image(), Some("faultlab.invalid/cce-pause:3.1"));
         assert_eq!(c.sandbox_image(&version("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1")), Some("faultlab.invalid/cce-pause:3.1"));
         assert_eq!(c.cni_conf_dir(), "/var/lib/faultlab/testbed/cni/net.d");
+        assert_eq!(c.cni_bin_dirs(), ["/var/lib/faultlab/testbed/cni/bin"], "bin_dir");
         assert_eq!(c.registry_config_path(), Some("/var/lib/faultlab/testbed/containerd/certs.d"));
         assert!(!c.systemd_cgroup());
         assert!(!c.discard_unpacked_layers());
@@ -742,6 +766,7 @@ mod tests {
         assert_eq!(c.version(), ConfigVersion::V3);
         assert_eq!(c.configured_sandbox_image(), Some("faultlab.invalid/cce-pause:3.1"));
         assert_eq!(c.cni_conf_dir(), "/var/lib/faultlab/testbed/cni/net.d");
+        assert_eq!(c.cni_bin_dirs(), ["/var/lib/faultlab/testbed/cni/bin"], "bin_dirs");
         assert_eq!(c.registry_config_path(), Some("/var/lib/faultlab/testbed/containerd/certs.d"));
         assert!(!c.systemd_cgroup());
         assert!(!c.discard_unpacked_layers());
@@ -758,6 +783,7 @@ mod tests {
         assert_eq!(c.version(), ConfigVersion::V2);
         assert_eq!(c.configured_sandbox_image(), Some("registry.k8s.io/pause:3.10"));
         assert_eq!(c.cni_conf_dir(), "/etc/cni/net.d", "kind sets none: the default");
+        assert_eq!(c.cni_bin_dirs(), ["/opt/cni/bin"], "kind sets none: the default");
         assert_eq!(c.registry_config_path(), None, "kind v0.27 sets no config_path");
         assert!(c.systemd_cgroup());
         assert!(c.discard_unpacked_layers());
@@ -769,6 +795,7 @@ mod tests {
         assert_eq!(c.version(), ConfigVersion::V2);
         assert_eq!(c.configured_sandbox_image(), Some("k8s.gcr.io/pause:3.2"));
         assert_eq!(c.cni_conf_dir(), "/etc/cni/net.d");
+        assert_eq!(c.cni_bin_dirs(), ["/usr/lib/cni"]);
         assert_eq!(c.registry_config_path(), Some("/etc/containerd/certs.d"));
         assert!(!c.systemd_cgroup());
         assert!(!c.discard_unpacked_layers());
@@ -780,6 +807,7 @@ mod tests {
         assert_eq!(c.version(), ConfigVersion::V3);
         assert_eq!(c.configured_sandbox_image(), Some("registry.k8s.io/pause:3.10"));
         assert_eq!(c.cni_conf_dir(), "/etc/cni/net.d");
+        assert_eq!(c.cni_bin_dirs(), ["/opt/cni/bin"], "bin_dir = '' is unset; bin_dirs lists the default");
         assert_eq!(c.registry_config_path(), None, "config_path = '' is no hosts directory");
         assert!(!c.systemd_cgroup(), "its runc options leave SystemdCgroup out: false");
         assert!(!c.discard_unpacked_layers());

@@ -61,6 +61,10 @@ pub struct NodeConfig {
     /// Where containerd's CRI reads the CNI network list from, and host-local's address records.
     #[arg(long)]
     pub cni_conf_dir: String,
+    /// Where containerd's CRI finds the CNI plugins: the node's own directory (links to the host's
+    /// /usr/lib/cni, made by `up`), so a fault that takes a plugin away takes it from this node only.
+    #[arg(long)]
+    pub cni_bin_dir: String,
     #[arg(long)]
     pub cni_data: String,
     /// The node's pods' range and its bridge's address.
@@ -119,6 +123,7 @@ impl NodeConfig {
             ("registry-hosts-dir", &self.registry_hosts_dir),
             ("runc", &self.runc),
             ("cni-conf-dir", &self.cni_conf_dir),
+            ("cni-bin-dir", &self.cni_bin_dir),
             ("cni-data", &self.cni_data),
             ("pod-cidr", &self.pod_cidr),
             ("pod-gateway", &self.pod_gateway),
@@ -184,7 +189,7 @@ disabled_plugins = [{disabled}]
 
     /// containerd 1.6's CRI plugin (`version = 2`).
     fn containerd_v2_cri(&self) -> String {
-        let NodeConfig { sandbox_image, containerd_state: state, cni_conf_dir, registry_hosts_dir, .. } = self;
+        let NodeConfig { sandbox_image, containerd_state: state, cni_conf_dir, cni_bin_dir, registry_hosts_dir, .. } = self;
         format!(
             r#"  [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "{sandbox_image}"
@@ -201,7 +206,7 @@ disabled_plugins = [{disabled}]
           SystemdCgroup = false
           Root = "{state}/runc"
     [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
+      bin_dir = "{cni_bin_dir}"
       conf_dir = "{cni_conf_dir}"
       max_conf_num = 1
     [plugins."io.containerd.grpc.v1.cri".registry]
@@ -215,7 +220,7 @@ disabled_plugins = [{disabled}]
     /// sandbox image, snapshotter, registry hosts; runtime: runc, CNI, OOM score); the stream server
     /// stays under `io.containerd.grpc.v1.cri`.
     fn containerd_v3_cri(&self) -> String {
-        let NodeConfig { sandbox_image, registry_hosts_dir, runc, containerd_state: state, cni_conf_dir, .. } = self;
+        let NodeConfig { sandbox_image, registry_hosts_dir, runc, containerd_state: state, cni_conf_dir, cni_bin_dir, .. } = self;
         format!(
             r#"  [plugins."io.containerd.cri.v1.images"]
     snapshotter = "overlayfs"
@@ -236,7 +241,7 @@ disabled_plugins = [{disabled}]
           SystemdCgroup = false
           Root = "{state}/runc"
     [plugins."io.containerd.cri.v1.runtime".cni]
-      bin_dirs = ["/usr/lib/cni"]
+      bin_dirs = ["{cni_bin_dir}"]
       conf_dir = "{cni_conf_dir}"
       max_conf_num = 1
   [plugins."io.containerd.grpc.v1.cri"]
@@ -375,6 +380,7 @@ mod tests {
             registry_hosts_dir: format!("{tb}/containerd/certs.d"),
             runc: "/usr/sbin/runc".into(),
             cni_conf_dir: format!("{tb}/cni/net.d"),
+            cni_bin_dir: format!("{tb}/cni/bin"),
             cni_data: format!("{lib}/cni"),
             pod_cidr: format!("{}/24", n.pod_net),
             pod_gateway: n.pod_gateway.to_string(),
