@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::registry::{self, Registry, Spec};
+use super::registry::{self, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
 use crate::cmd::Output;
@@ -74,9 +74,7 @@ impl Fault for ImageAddressWrong {
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("start-registry")?;
-        let reg = Registry::of(ctx, Spec::main(false))?;
-        reg.start(ctx).await?;
-        reg.push(ctx, "push-image").await
+        registry::serve(ctx, Spec::main(false)).await.map(drop)
     }
 
     /// Keep the right addresses in the journal, then write the wrong ones.

@@ -215,9 +215,7 @@ impl Fault for ImagePullDiskFull {
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("start-registry")?;
-        let reg = Registry::of(ctx, Spec::main(false))?;
-        reg.start(ctx).await?;
-        reg.push(ctx, "push-image").await
+        registry::serve(ctx, Spec::main(false)).await.map(drop)
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {

@@ -125,9 +125,7 @@ impl Fault for ImagePullSlow {
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("start-registry")?;
-        let reg = Registry::of(ctx, registry_spec())?;
-        reg.start(ctx).await?;
-        reg.push(ctx, "push-image").await
+        registry::serve(ctx, registry_spec()).await.map(drop)
     }
 
     /// Push the new version, slow the registry's blobs down, and roll the Deployment out to it.

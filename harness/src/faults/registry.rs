@@ -760,6 +760,15 @@ macro_rules! pulling {
 }
 pub(crate) use pulling;
 
+/// The run's registry of `spec`, started, with the node's busybox image pushed to it as
+/// [`REPOSITORY`]: what the pulling faults' `prepare` makes before the workload starts.
+pub async fn serve(ctx: &Ctx, spec: Spec) -> Result<Registry, FaultError> {
+    let reg = Registry::of(ctx, spec)?;
+    reg.start(ctx).await?;
+    reg.push(ctx, "push-image").await?;
+    Ok(reg)
+}
+
 /// Roll Deployment `name` (read as `deployment`) out to `image`: every container's image set to it.
 pub async fn roll_out(ctx: &Ctx, name: &str, deployment: &serde_json::Value, image: &str, step: &str) -> Result<(), FaultError> {
     let containers: Vec<serde_json::Value> = containers(deployment).iter().map(|c| json!({"name": c["name"], "image": image})).collect();

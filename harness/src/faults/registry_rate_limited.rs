@@ -62,9 +62,7 @@ impl Fault for RegistryRateLimited {
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("start-registry")?;
-        let public = Registry::of(ctx, public())?;
-        public.start(ctx).await?;
-        public.push(ctx, "push-image").await?;
+        registry::serve(ctx, public()).await?;
         Registry::of(ctx, Spec::private())?.start(ctx).await
     }
 

@@ -132,9 +132,7 @@ impl Fault for RegistryX509 {
 
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("start-registry")?;
-        let reg = Registry::of(ctx, Spec::main(false))?;
-        reg.start(ctx).await?;
-        reg.push(ctx, "push-image").await
+        registry::serve(ctx, Spec::main(false)).await.map(drop)
     }
 
     /// Renew the registry's certificate from another CA, then replace the workload's pod.
