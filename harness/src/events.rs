@@ -434,7 +434,10 @@ impl Normaliser {
         // The test bed's nodes after the first each have a cgroup root of their own, named for the
         // node (`/sys/fs/cgroup/memory/faultlab-node-2/kubepods/...`); node 1 and kind nodes use the
         // root. Seen for memory-limit-unit on node 2 of the 3-node bed (2026-11-26).
-        s.replace("/<node>/kubepods/", "/kubepods/")
+        // Likewise their directories on the test bed (`/var/lib/faultlab/testbed/nodes/faultlab-node-2/cni/bin`,
+        // where node 1 has `/var/lib/faultlab/testbed/cni/bin`): seen in CI for cni-plugin-missing when
+        // the pod landed on node 2 or 3 of the 3-node bed (2026-11-27).
+        s.replace("/<node>/kubepods/", "/kubepods/").replace("/testbed/nodes/<node>/", "/testbed/")
     }
 
     /// Normalise, de-duplicate by object and reason, and sort. Of one object's messages with the same
@@ -629,6 +632,16 @@ mod tests {
         let on_node_1 = on_node_2.replace("/faultlab-node-2/kubepods/", "/kubepods/");
         assert_eq!(n.text(on_node_2), n.text(&on_node_1));
         assert!(n.text(on_node_2).contains("/sys/fs/cgroup/memory/kubepods/burstable/pod<uid>/<id>"), "{}", n.text(on_node_2));
+    }
+
+    #[test]
+    fn a_nodes_own_test_bed_directory_reads_as_node_1s() {
+        let n = Normaliser::new("fl-x", "faultlab-node-3");
+        let on_node_3 = r#"failed to find plugin "bridge" in path [/var/lib/faultlab/testbed/nodes/faultlab-node-3/cni/bin]"#;
+        assert_eq!(n.text(on_node_3), r#"failed to find plugin "bridge" in path [/var/lib/faultlab/testbed/cni/bin]"#);
+        // Another node's directory is not the pod's node: it stays, named.
+        let other = r#"in path [/var/lib/faultlab/testbed/nodes/faultlab-node-2/cni/bin]"#;
+        assert_eq!(n.text(other), other);
     }
 
     #[test]
