@@ -266,6 +266,7 @@ fl_node_select() {
   FL_CTRD_HOSTS_DIR=$FL_CTRD_CONF_DIR/certs.d
   FL_CNI_CONF_DIR=$FL_NODE_TB/cni/net.d
   FL_CNI_BIN_DIR=$FL_NODE_TB/cni/bin       # links to /usr/lib/cni's plugins: the node's own
+  FL_NODE_RUNC=$FL_NODE_TB/runtime/runc    # a link to $FL_RUNC: the node's own
   FL_CNI_DATA=$FL_NODE_LIB/cni
   FL_DISK_DIR=$FL_NODE_LIB/disk
   FL_DISK_FILE=$FL_DISK_DIR/containerd.ext4

@@ -434,10 +434,12 @@ impl Normaliser {
         // The test bed's nodes after the first each have a cgroup root of their own, named for the
         // node (`/sys/fs/cgroup/memory/faultlab-node-2/kubepods/...`); node 1 and kind nodes use the
         // root. Seen for memory-limit-unit on node 2 of the 3-node bed (2026-11-26).
-        // Likewise their directories on the test bed (`/var/lib/faultlab/testbed/nodes/faultlab-node-2/cni/bin`,
-        // where node 1 has `/var/lib/faultlab/testbed/cni/bin`): seen in CI for cni-plugin-missing when
-        // the pod landed on node 2 or 3 of the 3-node bed (2026-11-27).
-        s.replace("/<node>/kubepods/", "/kubepods/").replace("/testbed/nodes/<node>/", "/testbed/")
+        // Likewise their directories on the test bed (`/var/lib/faultlab/testbed/nodes/faultlab-node-2/cni/bin`
+        // where node 1 has `/var/lib/faultlab/testbed/cni/bin`; the same under /run/faultlab and
+        // /var/lib/faultlab): seen in CI for cni-plugin-missing when the pod landed on node 2 or 3 of the
+        // 3-node bed (2026-11-27).
+        static NODE_DIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| Regex::new(r"(/faultlab(?:/testbed)?)/nodes/<node>/").expect("valid"));
+        NODE_DIR.replace_all(&s.replace("/<node>/kubepods/", "/kubepods/"), "${1}/").into_owned()
     }
 
     /// Normalise, de-duplicate by object and reason, and sort. Of one object's messages with the same
@@ -639,6 +641,8 @@ mod tests {
         let n = Normaliser::new("fl-x", "faultlab-node-3");
         let on_node_3 = r#"failed to find plugin "bridge" in path [/var/lib/faultlab/testbed/nodes/faultlab-node-3/cni/bin]"#;
         assert_eq!(n.text(on_node_3), r#"failed to find plugin "bridge" in path [/var/lib/faultlab/testbed/cni/bin]"#);
+        let state = "open /run/faultlab/nodes/faultlab-node-3/containerd/io.containerd.runtime.v2.task/k8s.io/x/log.json: no such file or directory): /var/lib/faultlab/testbed/nodes/faultlab-node-3/runtime/runc did not terminate";
+        assert_eq!(n.text(state), "open /run/faultlab/containerd/io.containerd.runtime.v2.task/k8s.io/x/log.json: no such file or directory): /var/lib/faultlab/testbed/runtime/runc did not terminate");
         // Another node's directory is not the pod's node: it stays, named.
         let other = r#"in path [/var/lib/faultlab/testbed/nodes/faultlab-node-2/cni/bin]"#;
         assert_eq!(n.text(other), other);

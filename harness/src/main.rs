@@ -180,6 +180,20 @@ pub enum TestbedCommand {
         #[arg(required = true)]
         modules: Vec<String>,
     },
+    /// Run COMMAND and print where this machine's CPU went meanwhile, part by part (the API server,
+    /// etcd, each node's kubelet and containerd, the shims, the pods, faultlab, the registries, the
+    /// rest), and the lower bound of its wall time; exits with COMMAND's status.
+    CpuProfile {
+        /// Seconds between two samples of /proc.
+        #[arg(long, default_value_t = 1.0)]
+        every: f64,
+        /// Also write the profile as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// The command, after `--`.
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]

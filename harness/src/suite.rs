@@ -161,9 +161,13 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
             (node, None)
         }
     };
-    let mut run = Run::plan(scenario.clone(), node, rec.clone());
-    run.body().await.map_err(|source| PlanError::Body { scenario: scenario.name().to_string(), source: Box::new(source) })?;
-    run.teardown().await;
+    if let Some(why) = scenario.scenario.fault.fault().refusal(&node) {
+        rec.push(crate::record::Channel::Note, format!("a run is refused here, before anything is made in the cluster: {why}"));
+    } else {
+        let mut run = Run::plan(scenario.clone(), node, rec.clone());
+        run.body().await.map_err(|source| PlanError::Body { scenario: scenario.name().to_string(), source: Box::new(source) })?;
+        run.teardown().await;
+    }
     if let Some((kind, cluster)) = teardown {
         rec.push(crate::record::Channel::Note, "if the run failed (not when interrupted): export the cluster's logs".to_string());
         kind.collect_logs(&cluster, &kind.logs_dir, &rec).await?;
@@ -444,6 +448,9 @@ async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, op
 async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: &Recorder, mut report: ScenarioReport, store: &snapshot::Store) -> ScenarioReport {
     let Ready { cluster, client, node } = ready;
     report.node = node.name.clone();
+    if let Some(why) = scenario.scenario.fault.fault().refusal(&node) {
+        return refused(report, Phase::Setup, format!("refusing to run {} on node {}: {why}", scenario.name(), node.name));
+    }
     let journals = match journal::journal_dir() {
         Ok(dir) => dir,
         Err(e) => return failed(report, Phase::Setup, e.to_string()),
@@ -553,7 +560,7 @@ mod tests {
         let titles: Vec<&str> = probes.iter().map(|p| p.title).collect();
         assert_eq!(
             titles,
-            ["leaked CNI addresses", "CNI plugins moved aside", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances", "registry drop rules", "local CAs"],
+            ["leaked CNI addresses", "CNI plugins moved aside", "kubelet extra flags", "cpu_manager_state", "routes", "images", "containerd disk", "duplicate sandboxes", "fs.inotify.max_user_instances", "registry drop rules", "local CAs", "runc moved aside"],
             "disk-full and pause-missing both look at the images: once"
         );
         let images = &probes[5].script;

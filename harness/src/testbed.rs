@@ -9,6 +9,7 @@
 //! ([`configs`]), the platform name ([`PlatformFacts`]) and the VM node's initramfs modules ([`initrd`]).
 
 pub mod configs;
+pub mod cpu;
 pub mod initrd;
 pub mod nodes;
 
@@ -143,6 +144,9 @@ pub struct Facts {
     /// containerd's own ctr, where it is not the `ctr` on the node's PATH.
     #[arg(long)]
     pub ctr: Option<String>,
+    /// A runc of another release on the node, which it cannot run (sid's; runtime-parts-mismatch's).
+    #[arg(long)]
+    pub foreign_runc: Option<String>,
     /// The loop file under containerd's root, its device (if attached) and size.
     #[arg(long)]
     pub disk_file: String,
@@ -244,6 +248,7 @@ impl Facts {
                 sandbox_image: self.sandbox_image.clone(),
                 restart: restart("containerd"),
                 ctr: self.ctr.clone(),
+                foreign_runc: self.foreign_runc.clone(),
             },
             kubelet: KubeletProfile {
                 root_dir: self.kubelet_root.clone(),
@@ -466,6 +471,7 @@ pub(crate) mod tests {
             node_script_args: vec![],
             cri_client: "/var/lib/faultlab/testbed/bin/faultlab-cri".into(),
             ctr: None,
+            foreign_runc: Some("/var/cache/faultlab/sid-runc/1.3.6+ds1-1-amd64/usr/sbin/runc".into()),
             disk_file: "/var/cache/faultlab/containerd.img".into(),
             disk_device: Some("/dev/loop0".into()),
             disk_mib: 1024,

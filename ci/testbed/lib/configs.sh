@@ -8,6 +8,18 @@
 # (their shape: harness/src/testbed/configs.rs; the values: lib.sh's). Each writer returns 0 when the file
 # changed (so the caller can restart the component).
 fl_write_containerd_config() { fl_write_node_config containerd "$FL_CTRD_CONF"; }
+
+# The selected node's own runc, which its containerd config names (BinaryName): a link to the host's
+# $FL_RUNC (so a fault that replaces runc, runtime-parts-mismatch, replaces this node's only). Made when
+# missing (status 0: containerd must start again); anything else in its place is fatal.
+fl_node_runc_link() {
+  mkdir -p "${FL_NODE_RUNC%/*}"
+  if [ -L "$FL_NODE_RUNC" ] && [ "$(readlink -- "$FL_NODE_RUNC")" = "$FL_RUNC" ]; then return 1; fi
+  if [ -e "$FL_NODE_RUNC" ] || [ -L "$FL_NODE_RUNC" ]; then
+    die "$FL_NODE_RUNC is not a link to $FL_RUNC (a fault left in place? faultlab cleanup puts the node's runc back); remove it and run up again"
+  fi
+  ln -s -- "$FL_RUNC" "$FL_NODE_RUNC"
+}
 fl_write_cni_config() {
   local changed=1
   if fl_cni_bin_links; then changed=0; fi
@@ -39,7 +51,7 @@ fl_write_node_config() {
   local text
   text=$(fl_faultlab testbed config "$1" --node "$FL_NODE" --netns "$FL_NETNS" --runtime "$FL_RUNTIME" \
     --containerd-root "$FL_CTRD_ROOT" --containerd-state "$FL_CTRD_STATE" --containerd-socket "$FL_CTRD_SOCK" \
-    --containerd-opt "$FL_CTRD_OPT" --sandbox-image "$FL_PAUSE_REF" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR" --runc "$FL_RUNC" \
+    --containerd-opt "$FL_CTRD_OPT" --sandbox-image "$FL_PAUSE_REF" --registry-hosts-dir "$FL_CTRD_HOSTS_DIR" --runc "$FL_NODE_RUNC" \
     --cni-conf-dir "$FL_CNI_CONF_DIR" --cni-bin-dir "$FL_CNI_BIN_DIR" --cni-data "$FL_CNI_DATA" --pod-cidr "$FL_POD_CIDR" --pod-gateway "$FL_POD_GW" \
     --address "$FL_NODE_IP" --client-ca "$FL_PKI/ca.crt" --cluster-dns "$FL_CLUSTER_DNS" --kubelet-root "$FL_KUBELET_ROOT" \
     --kubelet-extra-flags "$FL_KUBELET_EXTRA" --cgroup-root "$FL_CGROUP_ROOT") || die "faultlab testbed config $1 of $FL_NODE failed"
@@ -71,6 +83,7 @@ fl_write_node_configs() {
   local ctrd=0 kubelet=0
   fl_cert "$FL_NODE_CERT" "/O=system:nodes/CN=system:node:$FL_NODE"
   fl_kubeconfig "$FL_KUBELET_KUBECONFIG" "$FL_NODE_CERT" "system:node:$FL_NODE" "$FL_CONTEXT" "$FL_NODE_APISERVER_URL"
+  if fl_node_runc_link; then ctrd=1; fi
   if fl_write_containerd_config; then ctrd=1; fi
   if fl_write_cni_config; then ctrd=1; fi
   if fl_write_kubelet_config; then kubelet=1; fi

@@ -213,6 +213,8 @@ fl_describe_node_args() {
   # containerd 2's nodes: its own ctr (bookworm's 1.6 stays on PATH).
   local -a ctr=()
   [ "$FL_RUNTIME" != containerd2 ] || ctr=(--ctr "$FL_CTRD_BIN_DIR/ctr")
+  # sid's runc, where up put it (the same path in the VM).
+  [ -z "${FL_FOREIGN_RUNC:-}" ] || ctr+=(--foreign-runc "$FL_FOREIGN_RUNC")
   local platform
   platform=$(fl_platform) || exit 1
   FL_DESCRIBE_ARGS=(--out "$out"

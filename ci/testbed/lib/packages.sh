@@ -140,6 +140,32 @@ fl_install_packages() {
   fl_apt_install "${missing[@]}"
 }
 
+# ------------------------------------------------------- Debian sid -------
+# fl_sid_download APT-DIR ARCH PACKAGE: download Debian sid's PACKAGE for ARCH, from the mirror of the
+# system's bookworm repository, with apt's sources, lists and cache under APT-DIR (the system's sources,
+# pins and package state are left as they are); sets FL_SID_DEB to the .deb in APT-DIR/download.
+fl_sid_download() {
+  local apt=$1 arch=$2 pkg=$3 uri
+  local -a opts
+  # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
+  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
+    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
+  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot read Debian sid's $pkg from its mirror"
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"
+  # apt downloads as its unprivileged _apt user, as it does into the system's own lists and cache:
+  # the directories it writes are that user's (root's where Debian's apt has no such user).
+  if id _apt >/dev/null 2>&1; then chown _apt:root "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"; fi
+  printf 'deb [arch=%s signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s sid main\n' "$arch" "${uri%/}" >"$apt/sources.list"
+  opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "APT::Architectures::=$arch")
+  log "Debian sid's $pkg ($arch): reading sid's package lists (into $apt)"
+  apt-get "${opts[@]}" update -qq || die "apt-get update of Debian sid's $arch lists (into $apt) failed"
+  rm -f "$apt/download/${pkg}_"*.deb
+  (cd "$apt/download" && apt-get "${opts[@]}" download -qq "$pkg:$arch") || die "apt-get download $pkg:$arch (Debian sid) failed"
+  FL_SID_DEB=$(find "$apt/download" -maxdepth 1 -name "${pkg}_*_$arch.deb" | head -n 1)
+  [ -n "$FL_SID_DEB" ] || die "apt-get download $pkg:$arch left no ${pkg}_*_$arch.deb in $apt/download"
+}
+
 # ------------------------------------------------------- containerd 2 -----
 # Debian sid's containerd 2.x for `up --runtime containerd2`: its binaries only. apt reads sid through
 # sources, lists and a cache of its own under $FL_CTRD2_HOME/apt (the system's sources, pins and
@@ -148,8 +174,7 @@ fl_install_packages() {
 # bookworm's runc (FL_RUNC, the config's BinaryName). Sets FL_CTRD_BIN_DIR; up records it.
 FL_RUNC=/usr/sbin/runc
 fl_install_containerd2() {
-  local apt=$FL_CTRD2_HOME/apt uri deb ver dir b
-  local -a opts
+  local apt=$FL_CTRD2_HOME/apt deb ver dir b
   if [ -n "$FL_CTRD_BIN_DIR" ] && [ -x "$FL_CTRD_BIN_DIR/containerd" ]; then return 0; fi
   # Once unpacked, a version is kept (as the Kubernetes build is): the newest one in the cache.
   mkdir -p "$FL_CTRD2_HOME"
@@ -158,23 +183,8 @@ fl_install_containerd2() {
     FL_CTRD_BIN_DIR=$dir/usr/bin
     return 0
   fi
-  # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
-  uri=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' 2>/dev/null |
-    awk '$1 == "deb" && $2 == "bookworm" {print $3}' | head -n 1 || true)
-  [ -n "$uri" ] || die "no bookworm 'deb' repository configured in apt; cannot read Debian sid's containerd from its mirror"
-  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"
-  # apt downloads as its unprivileged _apt user, as it does into the system's own lists and cache:
-  # the directories it writes are that user's (root's where Debian's apt has no such user).
-  if id _apt >/dev/null 2>&1; then chown _apt:root "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/download"; fi
-  printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s sid main\n' "${uri%/}" >"$apt/sources.list"
-  opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache")
-  log "containerd 2: reading Debian sid's package lists (into $apt)"
-  apt-get "${opts[@]}" update -qq || die "apt-get update of Debian sid's lists (into $apt) failed"
-  rm -f "$apt/download"/containerd_*.deb
-  (cd "$apt/download" && apt-get "${opts[@]}" download -qq containerd) || die "apt-get download containerd (Debian sid) failed"
-  deb=$(find "$apt/download" -maxdepth 1 -name 'containerd_*.deb' | head -n 1)
-  [ -n "$deb" ] || die "apt-get download containerd left no containerd_*.deb in $apt/download"
+  fl_sid_download "$apt" "$(fl_host_arch)" containerd
+  deb=$FL_SID_DEB
   ver=$(dpkg-deb -f "$deb" Version)
   case $ver in 2.*) ;; *) die "Debian sid's containerd is $ver, not 2.x" ;; esac
   dir=$FL_CTRD2_HOME/$ver
@@ -188,6 +198,39 @@ fl_install_containerd2() {
   mv "$dir.tmp" "$dir"
   FL_CTRD_BIN_DIR=$dir/usr/bin
   log "containerd 2: $("$FL_CTRD_BIN_DIR/containerd" --version) in $FL_CTRD_BIN_DIR"
+}
+
+# ------------------------------------------------------- sid's runc -------
+# The mismatched runtime part of runtime-parts-mismatch (harness/src/faults/runtime_parts_mismatch.rs):
+# Debian sid's runc for one architecture, which needs a newer C library than bookworm's (GLIBC_2.38), so
+# on a bookworm node it cannot run: what a reinstall from another release leaves. Its binary only, as
+# fl_install_containerd2 takes sid's containerd: apt reads sid's lists for that architecture into
+# $FL_SID_RUNC_HOME/apt-<arch> (the system's sources, pins and package state are left as they are),
+# downloads the package and dpkg -x unpacks it into $FL_SID_RUNC_HOME/<version>-<arch>; kept once there.
+# fl_sid_runc ARCH sets FL_FOREIGN_RUNC to its runc.
+FL_SID_RUNC_HOME=/var/cache/faultlab/sid-runc
+fl_sid_runc() {
+  local arch=$1 apt dir deb ver
+  case $arch in amd64 | arm64) ;; *) die "fl_sid_runc: no sid runc for architecture $arch (amd64, arm64)" ;; esac
+  apt=$FL_SID_RUNC_HOME/apt-$arch
+  mkdir -p "$FL_SID_RUNC_HOME"
+  dir=$(find "$FL_SID_RUNC_HOME" -mindepth 1 -maxdepth 1 -type d -name "*-$arch" ! -name 'apt-*' ! -name '*.tmp' 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$dir" ] && [ -f "$dir/usr/sbin/runc" ]; then
+    FL_FOREIGN_RUNC=$dir/usr/sbin/runc
+    return 0
+  fi
+  fl_sid_download "$apt" "$arch" runc
+  deb=$FL_SID_DEB
+  ver=$(dpkg-deb -f "$deb" Version)
+  dir=$FL_SID_RUNC_HOME/$ver-$arch
+  rm -rf "$dir.tmp"
+  dpkg -x "$deb" "$dir.tmp"
+  rm -f "$deb"
+  [ -f "$dir.tmp/usr/sbin/runc" ] || die "the runc $ver ($arch) package has no usr/sbin/runc"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  FL_FOREIGN_RUNC=$dir/usr/sbin/runc
+  log "sid's runc $ver ($arch) in $dir"
 }
 
 # ------------------------------------------------------- k8s sources -------

@@ -377,6 +377,10 @@ fl_vm_push_config() {
   if [ "$FL_RUNTIME" = containerd2 ]; then
     tar -C / -c "${FL_CTRD_BIN_DIR#/}" | fl_vm_ssh tar -C / -x
   fi
+  # sid's runc of the VM's architecture (fl_sid_runc), at the same path: runtime-parts-mismatch's part.
+  if [ -n "${FL_FOREIGN_RUNC:-}" ]; then
+    tar -C / -c "${FL_FOREIGN_RUNC#/}" | fl_vm_ssh tar -C / -x
+  fi
   printf '%s\n' "$FL_RUNTIME" | fl_vm_ssh sh -c "mkdir -p $FL_LIB && cat >$FL_LIB/node-runtime"
   printf '%s\n' "$FL_CTRD_BIN_DIR" | fl_vm_ssh sh -c "cat >$FL_LIB/containerd-bin-dir"
 }

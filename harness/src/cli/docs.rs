@@ -75,6 +75,19 @@ pub fn testbed(command: TestbedCommand) -> Result<()> {
         TestbedCommand::Nodes { index: Some(k) } => out!("{}", nodes::TestbedNode::of(k).map_err(|e| Usage(e.to_string()))?.line()),
         TestbedCommand::Config { file, node } => outp!("{}", node.render(file).map_err(|e| Usage(e.to_string()))?),
         TestbedCommand::Platform { facts } => out!("{}", facts.name().map_err(|e| Usage(e.to_string()))?),
+        TestbedCommand::CpuProfile { every, json, command } => {
+            if !(every > 0.0 && every <= 60.0) {
+                usage!("--every {every}: the seconds between two samples are more than 0 and at most 60");
+            }
+            let (status, profile) = faultlab::testbed::cpu::profile_command(&command, std::time::Duration::from_secs_f64(every)).with_context(|| format!("running {}", faultlab::cmd::shell_join(&command)))?;
+            eprint!("{}", profile.render());
+            if let Some(path) = json {
+                faultlab::atomic::write(&path, format!("{:#}\n", profile.json()).as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            }
+            use std::os::unix::process::ExitStatusExt;
+            let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+            crate::cli::out::exit_verdict(code.clamp(0, 255) as u8);
+        }
         TestbedCommand::InitrdModules { dir, modules } => {
             for path in initrd::load_order_in(&dir, &modules).context("testbed initrd-modules")? {
                 out!("{path}");

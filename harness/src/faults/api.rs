@@ -208,6 +208,13 @@ pub trait Fault: Send + Sync {
         Default::default()
     }
 
+    /// Why the fault cannot run on `node` as its platform made it (a part the node lacks), if it cannot:
+    /// the run is reported refused before anything is made in the cluster, and a plan stops there with
+    /// the reason (default: it can).
+    fn refusal(&self, _node: &NodeProfile) -> Option<String> {
+        None
+    }
+
     /// Get the node ready before the workload starts (default: nothing).
     async fn prepare(&self, _ctx: &Ctx) -> Result<(), FaultError> {
         Ok(())

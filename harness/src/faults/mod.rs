@@ -104,5 +104,6 @@ faults! {
     "registry-rate-limited" => registry_rate_limited::RegistryRateLimited,
     "registry-unreachable" => registry_unreachable::RegistryUnreachable,
     "registry-x509" => registry_x509::RegistryX509,
+    "runtime-parts-mismatch" => runtime_parts_mismatch::RuntimePartsMismatch,
     "storageclass-missing" => storageclass_missing::StorageclassMissing,
 }

@@ -9,7 +9,7 @@
 //! differ by config version), the cgroup version and the kubelet's cgroup driver.
 
 mod exec;
-mod profile;
+pub mod profile;
 pub mod runtime;
 
 #[cfg(test)]

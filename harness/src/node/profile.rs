@@ -107,6 +107,10 @@ impl NodeAccess {
     }
 }
 
+/// The label of a node image (kind) that names its runc of another release, by its path on the node
+/// ([`ContainerdProfile::foreign_runc`]).
+pub const FOREIGN_RUNC_LABEL: &str = "dev.faultlab.foreign-runc";
+
 /// containerd on the node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -127,6 +131,12 @@ pub struct ContainerdProfile {
     /// containerd 2 nodes: sid's ctr beside its containerd, bookworm's 1.6 on PATH).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ctr: Option<String>,
+    /// A runc from another release than the node's, on the node, that the node cannot run (Debian
+    /// sid's, which needs a newer C library than a bookworm node has): the part runtime-parts-mismatch
+    /// puts where containerd takes runc from, as a reinstall from the wrong release would. Absent: the
+    /// node has none, and that fault says so before changing anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_runc: Option<String>,
 }
 
 /// kubelet on the node.

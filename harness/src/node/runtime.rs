@@ -315,6 +315,17 @@ impl ContainerdConfig {
         self.flag(Setting::SystemdCgroup)
     }
 
+    /// The runc binary the `runc` runtime runs (its options' `BinaryName`, beside `SystemdCgroup`), if
+    /// the file names one; none (or empty): the shim runs `runc` from its PATH, which is containerd's.
+    pub fn runc_binary(&self) -> Option<&str> {
+        let (_, tables) = self.key_path(Setting::SystemdCgroup).split_last().expect("a key path has a last key");
+        let mut at = Some(&self.table);
+        for key in tables {
+            at = at.and_then(|t| t.get(*key)).and_then(toml::Value::as_table);
+        }
+        at.and_then(|t| t.get("BinaryName")).and_then(toml::Value::as_str).filter(|s| !s.is_empty())
+    }
+
     /// Whether unpacked layers are discarded from the content store (default false).
     pub fn discard_unpacked_layers(&self) -> bool {
         self.flag(Setting::DiscardUnpackedLayers)
@@ -609,14 +620,7 @@ const MARK: &str = "@@faultlab ";
 /// PATH. The process scan reads /proc with shell builtins only: no process per entry.
 const FACTS_SCRIPT: &str = r#"end() { echo; echo "@@faultlab status $1"; }
 echo "@@faultlab section containerd-version"
-pick= only= n=0
-for d in /proc/[0-9]*; do
-  { read -r comm <"$d/comm"; } 2>/dev/null || continue
-  [ "$comm" = containerd ] || continue
-  n=$((n+1)); only=$d
-  if tr '\0' '\n' <"$d/cmdline" 2>/dev/null | grep -qxF -e "$1" -e "--config=$1"; then pick=$d; break; fi
-done
-[ -n "$pick" ] || [ "$n" != 1 ] || pick=$only
+(PICK)
 if [ -n "$pick" ] && "$pick/exe" --version 2>/dev/null; then end 0; else containerd --version 2>&1; end $?; fi
 echo "@@faultlab section cgroup"
 (CGROUP); end 0
@@ -629,6 +633,18 @@ if [ -n "$3" ]; then
   if [ -e "$3" ]; then cat -- "$3" 2>&1; end $?; else end 0; fi
 fi
 exit 0"#;
+
+/// Shell that sets `pick` to the `/proc/PID` of the containerd that runs with the config `$1` (its
+/// command line names it), else of the only containerd running (a kind node), else to nothing. It reads
+/// /proc with shell builtins only: no process per entry.
+pub const PICK_CONTAINERD: &str = r#"pick= only= n=0
+for d in /proc/[0-9]*; do
+  { read -r comm <"$d/comm"; } 2>/dev/null || continue
+  [ "$comm" = containerd ] || continue
+  n=$((n+1)); only=$d
+  if tr '\0' '\n' <"$d/cmdline" 2>/dev/null | grep -qxF -e "$1" -e "--config=$1"; then pick=$d; break; fi
+done
+[ -n "$pick" ] || [ "$n" != 1 ] || pick=$only"#;
 
 /// One part of the facts script's output: its command's status and what it printed.
 struct Part<'a> {
@@ -671,7 +687,7 @@ fn part<'a>(parts: &std::collections::BTreeMap<&str, Part<'a>>, output: &str, no
 impl RuntimeFacts {
     /// The node command that prints every fact, in parts (see [`RuntimeFacts::parse`]).
     pub fn command(profile: &NodeProfile) -> Cmd {
-        let script = FACTS_SCRIPT.replace("(CGROUP)", &format!("( {} )", cgroup_script()));
+        let script = FACTS_SCRIPT.replace("(PICK)", PICK_CONTAINERD).replace("(CGROUP)", &format!("( {} )", cgroup_script()));
         Cmd::new([
             "sh".to_string(),
             "-c".into(),
@@ -754,6 +770,7 @@ mod tests {
         assert_eq!(c.sandbox_image(&version("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1")), Some("faultlab.invalid/cce-pause:3.1"));
         assert_eq!(c.cni_conf_dir(), "/var/lib/faultlab/testbed/cni/net.d");
         assert_eq!(c.cni_bin_dirs(), ["/var/lib/faultlab/testbed/cni/bin"], "bin_dir");
+        assert_eq!(c.runc_binary(), Some("/var/lib/faultlab/testbed/runtime/runc"));
         assert_eq!(c.registry_config_path(), Some("/var/lib/faultlab/testbed/containerd/certs.d"));
         assert!(!c.systemd_cgroup());
         assert!(!c.discard_unpacked_layers());
@@ -767,6 +784,7 @@ mod tests {
         assert_eq!(c.configured_sandbox_image(), Some("faultlab.invalid/cce-pause:3.1"));
         assert_eq!(c.cni_conf_dir(), "/var/lib/faultlab/testbed/cni/net.d");
         assert_eq!(c.cni_bin_dirs(), ["/var/lib/faultlab/testbed/cni/bin"], "bin_dirs");
+        assert_eq!(c.runc_binary(), Some("/var/lib/faultlab/testbed/runtime/runc"));
         assert_eq!(c.registry_config_path(), Some("/var/lib/faultlab/testbed/containerd/certs.d"));
         assert!(!c.systemd_cgroup());
         assert!(!c.discard_unpacked_layers());
@@ -787,6 +805,7 @@ mod tests {
         assert_eq!(c.registry_config_path(), None, "kind v0.27 sets no config_path");
         assert!(c.systemd_cgroup());
         assert!(c.discard_unpacked_layers());
+        assert_eq!(c.runc_binary(), None, "runc from containerd's PATH");
     }
 
     #[test]
@@ -810,6 +829,7 @@ mod tests {
         assert_eq!(c.cni_bin_dirs(), ["/opt/cni/bin"], "bin_dir = '' is unset; bin_dirs lists the default");
         assert_eq!(c.registry_config_path(), None, "config_path = '' is no hosts directory");
         assert!(!c.systemd_cgroup(), "its runc options leave SystemdCgroup out: false");
+        assert_eq!(c.runc_binary(), None, "BinaryName = '' is runc from PATH");
         assert!(!c.discard_unpacked_layers());
         assert!(c.ignored_keys().is_empty(), "{:?}", c.ignored_keys());
     }

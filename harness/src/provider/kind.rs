@@ -32,6 +32,7 @@ pub const NAME_PREFIX: &str = "faultlab-";
 /// Labels by which a node image describes itself to faultlab (`docker image inspect`).
 pub const IMAGE_LABEL_PREFIX: &str = "dev.faultlab.image.";
 pub const CRICTL_LABEL: &str = "dev.faultlab.crictl";
+pub use crate::node::profile::FOREIGN_RUNC_LABEL;
 
 /// CPU architectures kind nodes come in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -285,6 +286,8 @@ pub struct Kind {
 pub struct NodeImage {
     pub images: std::collections::BTreeMap<String, String>,
     pub crictl: Option<String>,
+    /// A runc of another release in the image (`dev.faultlab.foreign-runc`), by its path on the node.
+    pub foreign_runc: Option<String>,
 }
 
 impl NodeImage {
@@ -307,10 +310,15 @@ impl NodeImage {
             }
             if key == CRICTL_LABEL {
                 info.crictl = Some(v.to_string());
+            } else if key == FOREIGN_RUNC_LABEL {
+                if !v.starts_with('/') {
+                    return Err(bad(format!("label {key} is {v:?}, not an absolute path on the node")));
+                }
+                info.foreign_runc = Some(v.to_string());
             } else if let Some(role) = key.strip_prefix(IMAGE_LABEL_PREFIX).filter(|r| !r.is_empty() && !r.contains('.')) {
                 info.images.insert(role.to_string(), v.to_string());
             } else {
-                return Err(bad(format!("unknown label {key} (known: {IMAGE_LABEL_PREFIX}<role>, {CRICTL_LABEL})")));
+                return Err(bad(format!("unknown label {key} (known: {IMAGE_LABEL_PREFIX}<role>, {CRICTL_LABEL}, {FOREIGN_RUNC_LABEL})")));
             }
         }
         Ok(info)
@@ -563,6 +571,7 @@ impl Kind {
                 sandbox_image: sandbox.clone(),
                 restart: vec!["systemctl".into(), "restart".into(), "containerd".into()],
                 ctr: None,
+                foreign_runc: info.foreign_runc.clone(),
             },
             kubelet: KubeletProfile {
                 root_dir: "/var/lib/kubelet".into(),
@@ -1371,9 +1380,10 @@ mod tests {
 
     #[test]
     fn node_image_labels_decode_strictly() {
-        let text = r#"{"maintainer":"x","dev.faultlab.image.busybox":"faultlab.invalid/busybox:1.35","dev.faultlab.image.pause":"k8s.gcr.io/pause:3.2","dev.faultlab.image.inotify":"faultlab.invalid/inotify:1","dev.faultlab.crictl":"faultlab-cri"}"#;
+        let text = r#"{"maintainer":"x","dev.faultlab.image.busybox":"faultlab.invalid/busybox:1.35","dev.faultlab.image.pause":"k8s.gcr.io/pause:3.2","dev.faultlab.image.inotify":"faultlab.invalid/inotify:1","dev.faultlab.crictl":"faultlab-cri","dev.faultlab.foreign-runc":"/usr/local/lib/faultlab/sid/runc"}"#;
         let info = NodeImage::from_labels_json("img", text).unwrap();
         assert_eq!(info.crictl.as_deref(), Some("faultlab-cri"));
+        assert_eq!(info.foreign_runc.as_deref(), Some("/usr/local/lib/faultlab/sid/runc"));
         assert_eq!(info.images.len(), 3);
         assert_eq!(NodeImage::from_labels_json("img", "null\n").unwrap(), NodeImage::default());
         assert_eq!(NodeImage::from_labels_json("img", r#"{"org.opencontainers.image.title":"kindest/node"}"#).unwrap(), NodeImage::default());
@@ -1381,6 +1391,7 @@ mod tests {
             (r#"{"dev.faultlab.images.busybox":"x"}"#, "unknown label dev.faultlab.images.busybox"),
             (r#"{"dev.faultlab.image.":"x"}"#, "unknown label dev.faultlab.image."),
             (r#"{"dev.faultlab.image.busybox":""}"#, "label dev.faultlab.image.busybox is empty"),
+            (r#"{"dev.faultlab.foreign-runc":"runc"}"#, "not an absolute path on the node"),
             ("not json", "cannot decode the labels"),
         ] {
             let err = NodeImage::from_labels_json("img", bad).unwrap_err().to_string();
@@ -1397,12 +1408,14 @@ mod tests {
         assert_eq!(default.images.more["inotify"], "docker.io/library/busybox:1.36");
         assert_eq!(default.crictl, None);
         k.image_info
-            .set(NodeImage::from_labels_json("img", r#"{"dev.faultlab.image.busybox":"b:1","dev.faultlab.image.pause":"p:1","dev.faultlab.image.inotify":"i:1","dev.faultlab.crictl":"faultlab-cri"}"#).unwrap())
+            .set(NodeImage::from_labels_json("img", r#"{"dev.faultlab.image.busybox":"b:1","dev.faultlab.image.pause":"p:1","dev.faultlab.image.inotify":"i:1","dev.faultlab.crictl":"faultlab-cri","dev.faultlab.foreign-runc":"/x/runc"}"#).unwrap())
             .unwrap();
         let p = k.node_profile("n");
         assert_eq!((p.images.busybox.as_str(), p.images.pause.as_str(), p.images.more["inotify"].as_str()), ("b:1", "p:1", "i:1"));
         assert_eq!(p.containerd.sandbox_image, "p:1");
         assert_eq!(p.crictl, Some(vec!["faultlab-cri".to_string()]));
+        assert_eq!(p.containerd.foreign_runc.as_deref(), Some("/x/runc"));
+        assert_eq!(default.containerd.foreign_runc, None, "kindest/node has none");
         let k = kind(Arch::Amd64, KindNeeds { sandbox_image: Some("faultlab.invalid/x:1".into()), ..Default::default() });
         assert_eq!(k.node_profile("n").containerd.sandbox_image, "faultlab.invalid/x:1");
     }

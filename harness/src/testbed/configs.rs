@@ -55,7 +55,9 @@ pub struct NodeConfig {
     /// containerd's registry hosts directory (`config_path`).
     #[arg(long)]
     pub registry_hosts_dir: String,
-    /// The runc binary (containerd 2's config names it; sid's runc needs a newer glibc than bookworm's).
+    /// The runc binary the config names: the node's own link to bookworm's (up makes it in the node's
+    /// `runtime` directory, so a fault that replaces runc, runtime-parts-mismatch, replaces this node's only;
+    /// sid's runc, which containerd 2 comes with, needs a newer glibc than bookworm's).
     #[arg(long)]
     pub runc: String,
     /// Where containerd's CRI reads the CNI network list from, and host-local's address records.
@@ -189,7 +191,7 @@ disabled_plugins = [{disabled}]
 
     /// containerd 1.6's CRI plugin (`version = 2`).
     fn containerd_v2_cri(&self) -> String {
-        let NodeConfig { sandbox_image, containerd_state: state, cni_conf_dir, cni_bin_dir, registry_hosts_dir, .. } = self;
+        let NodeConfig { sandbox_image, runc, containerd_state: state, cni_conf_dir, cni_bin_dir, registry_hosts_dir, .. } = self;
         format!(
             r#"  [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "{sandbox_image}"
@@ -203,6 +205,7 @@ disabled_plugins = [{disabled}]
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          BinaryName = "{runc}"
           SystemdCgroup = false
           Root = "{state}/runc"
     [plugins."io.containerd.grpc.v1.cri".cni]
@@ -378,7 +381,7 @@ mod tests {
             containerd_opt: format!("{lib}/containerd-opt"),
             sandbox_image: "faultlab.invalid/cce-pause:3.1".into(),
             registry_hosts_dir: format!("{tb}/containerd/certs.d"),
-            runc: "/usr/sbin/runc".into(),
+            runc: format!("{tb}/runtime/runc"),
             cni_conf_dir: format!("{tb}/cni/net.d"),
             cni_bin_dir: format!("{tb}/cni/bin"),
             cni_data: format!("{lib}/cni"),
@@ -425,8 +428,8 @@ mod tests {
         assert!(text.contains("address = \"/run/faultlab/nodes/faultlab-node-2/containerd/containerd.sock\"\n"), "{text}");
         assert!(text.starts_with("# faultlab test bed: containerd"), "{text}");
         assert!(config.get(Setting::SandboxImage).is_some());
-        // The v2 file names no runc binary (bookworm's on PATH); containerd 2's names bookworm's, and turns NRI off.
-        assert_eq!(text.contains("BinaryName = \"/usr/sbin/runc\""), runtime == Runtime::Containerd2, "{text}");
+        // Both name the node's own runc (a link to bookworm's); containerd 2's turns NRI off.
+        assert_eq!(config.runc_binary(), Some("/var/lib/faultlab/testbed/nodes/faultlab-node-2/runtime/runc"));
         assert_eq!(text.contains("\"io.containerd.nri.v1.nri\""), runtime == Runtime::Containerd2, "{text}");
     }
 

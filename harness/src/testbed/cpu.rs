@@ -1,0 +1,342 @@
+//! Where a machine's CPU goes while a command runs (`faultlab testbed cpu-profile -- COMMAND...`, which
+//! `ci/suite` wraps around its side-by-side run): every process's CPU time, sampled from
+//! `/proc/PID/stat` each interval, summed per part of the test bed (the API server, etcd, each node's
+//! kubelet and containerd, the shims, the pods, faultlab and its commands, the registries and their
+//! proxies, the rest), beside the machine's own busy time from `/proc/stat`. What ran between two
+//! samples and exited before the second is the machine's but no part's: it is shown as such, not
+//! guessed. From it, the lower bound of the command's wall time on this machine: the busy CPU time
+//! over the cores, since the same work cannot take less.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One process as one sample of `/proc` saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    /// Its start, in clock ticks after boot: a pid reused by another process has another.
+    pub start: u64,
+    /// utime + stime, in clock ticks.
+    pub ticks: u64,
+    /// Its network namespace (the test bed's nodes each have one), by inode.
+    pub netns: Option<u64>,
+    /// Whether its cgroup is a pod's (`kubepods` in its path).
+    pub in_pod: bool,
+}
+
+/// Parse `/proc/PID/stat`: the command name is between the first `(` and the last `)` (it may hold
+/// spaces and parentheses); fields 4 (ppid), 14 and 15 (utime, stime) and 22 (starttime) follow.
+pub fn parse_stat(text: &str) -> Option<(u32, String, u32, u64, u64)> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); field N is rest[N - 3].
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    let ppid = field(4)? as u32;
+    let ticks = field(14)? + field(15)?;
+    let start = field(22)?;
+    Some((pid, comm, ppid, ticks, start))
+}
+
+/// The machine's busy and total time from `/proc/stat`'s `cpu` line, in ticks: busy is everything
+/// but idle and iowait.
+pub fn parse_cpu_line(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+    if v.len() < 4 {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal (guest time is within user already).
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// What part of the machine a process is, from its name, its network namespace's name and its
+/// cgroup; a process that is none of them is its nearest named ancestor's (a shell faultlab runs is
+/// faultlab's commands; a runc a shim runs is the shims').
+pub fn part_of(p: &Proc, node: Option<&str>) -> Option<String> {
+    let at = |name: &str| match node {
+        Some(n) => format!("{name}@{n}"),
+        None => name.to_string(),
+    };
+    if p.in_pod {
+        return Some("pods (their containers)".into());
+    }
+    Some(match p.comm.as_str() {
+        "kube-apiserver" => "kube-apiserver".into(),
+        "etcd" => "etcd".into(),
+        "kube-controller" | "kube-controller-manager" => "kube-controller-manager".into(),
+        "kube-scheduler" => "kube-scheduler".into(),
+        "kubelet" => at("kubelet"),
+        "containerd" => at("containerd"),
+        "faultlab-cri" => at("cri-proxy"),
+        c if c.starts_with("containerd-shim") => "containerd shims (and their runc)".into(),
+        "faultlab" => "faultlab".into(),
+        "docker-registry" | "registry" => "registries".into(),
+        "nginx" => "nginx (registry proxies)".into(),
+        "qemu-system-x86" | "qemu-system-aar" => "VM (qemu)".into(),
+        "dockerd" | "docker" | "containerd-shim-runc-v2" => "docker".into(),
+        _ => return None,
+    })
+}
+
+/// The CPU time of each part over a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    pub wall: Duration,
+    pub cores: usize,
+    pub tick_hz: u64,
+    /// Machine-wide busy and total ticks.
+    pub busy: u64,
+    pub total: u64,
+    /// Ticks per part.
+    pub parts: BTreeMap<String, u64>,
+    pub samples: usize,
+}
+
+/// One sample: every process, and the machine's counters.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    pub procs: Vec<Proc>,
+    pub busy: u64,
+    pub total: u64,
+}
+
+/// The name of each network namespace under `/run/netns`, by inode.
+pub fn netns_names(dir: &Path) -> BTreeMap<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if let Ok(m) = std::fs::metadata(e.path()) {
+                out.insert(m.ino(), e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Read a sample of this machine's `/proc`.
+pub fn sample(proc_dir: &Path) -> Sample {
+    use std::os::unix::fs::MetadataExt;
+    let (busy, total) = std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|t| parse_cpu_line(&t)).unwrap_or_default();
+    let mut procs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(proc_dir) {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let dir = e.path();
+            let Some((pid2, comm, ppid, ticks, start)) = std::fs::read_to_string(dir.join("stat")).ok().and_then(|t| parse_stat(&t)) else { continue };
+            if pid2 != pid {
+                continue;
+            }
+            let netns = std::fs::metadata(dir.join("ns/net")).ok().map(|m| m.ino());
+            let in_pod = std::fs::read_to_string(dir.join("cgroup")).is_ok_and(|c| c.contains("kubepods"));
+            procs.push(Proc { pid, ppid, comm, start, ticks, netns, in_pod });
+        }
+    }
+    Sample { procs, busy, total }
+}
+
+impl Profile {
+    /// Add what happened between two samples: each process seen in both (the same start) gives its
+    /// delta, one first seen in `now` its whole time (it started since), to its part.
+    pub fn add(&mut self, before: &Sample, now: &Sample, netns: &BTreeMap<u64, String>) {
+        self.busy += now.busy.saturating_sub(before.busy);
+        self.total += now.total.saturating_sub(before.total);
+        self.samples += 1;
+        let prev: BTreeMap<u32, &Proc> = before.procs.iter().map(|p| (p.pid, p)).collect();
+        let by_pid: BTreeMap<u32, &Proc> = now.procs.iter().map(|p| (p.pid, p)).collect();
+        for p in &now.procs {
+            let delta = match prev.get(&p.pid) {
+                Some(old) if old.start == p.start => p.ticks.saturating_sub(old.ticks),
+                _ => p.ticks,
+            };
+            if delta == 0 {
+                continue;
+            }
+            let part = Self::part(p, &by_pid, netns);
+            *self.parts.entry(part).or_default() += delta;
+        }
+    }
+
+    /// The part of `p`, or of its nearest ancestor that has one; kernel threads (children of kthreadd,
+    /// pid 2) are the kernel's; anything else is "other".
+    fn part(p: &Proc, by_pid: &BTreeMap<u32, &Proc>, netns: &BTreeMap<u64, String>) -> String {
+        let mut at = p;
+        for _ in 0..32 {
+            let node = at.netns.and_then(|i| netns.get(&i)).map(String::as_str);
+            if let Some(part) = part_of(at, node) {
+                return if std::ptr::eq(at, p) || part.contains('(') { part } else { format!("{part} (its commands)") };
+            }
+            if at.pid == 2 || at.ppid == 2 {
+                return "kernel threads".into();
+            }
+            match by_pid.get(&at.ppid) {
+                Some(parent) if parent.pid != at.pid => at = parent,
+                _ => break,
+            }
+        }
+        "other".into()
+    }
+
+    fn secs(&self, ticks: u64) -> f64 {
+        ticks as f64 / self.tick_hz.max(1) as f64
+    }
+
+    /// The table: each part's CPU seconds and share of the busy time, largest first; what no sampled
+    /// process accounts for; and the lower bound of the wall time.
+    pub fn render(&self) -> String {
+        let busy = self.secs(self.busy);
+        let capacity = self.wall.as_secs_f64() * self.cores as f64;
+        let mut out = format!(
+            "CPU profile: {:.1} s wall on {} cores ({:.1} CPU-s), {:.1} CPU-s busy ({:.0} %), {} samples\n",
+            self.wall.as_secs_f64(),
+            self.cores,
+            capacity,
+            busy,
+            if capacity > 0.0 { 100.0 * busy / capacity } else { 0.0 },
+            self.samples
+        );
+        let mut parts: Vec<(&String, &u64)> = self.parts.iter().collect();
+        parts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let attributed: u64 = parts.iter().map(|(_, t)| **t).sum();
+        let width = parts.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(40);
+        for (name, ticks) in parts {
+            let s = self.secs(*ticks);
+            out.push_str(&format!("  {name:<width$} {s:>8.1} CPU-s {:>4.0} %\n", if busy > 0.0 { 100.0 * s / busy } else { 0.0 }));
+        }
+        let rest = self.secs(self.busy.saturating_sub(attributed));
+        out.push_str(&format!("  {:<width$} {rest:>8.1} CPU-s {:>4.0} %\n", "not seen (exited between samples)", if busy > 0.0 { 100.0 * rest / busy } else { 0.0 }));
+        out.push_str(&format!(
+            "lower bound of the wall time on this machine: {:.1} s (the busy CPU time over {} cores; the same work cannot take less)\n",
+            busy / self.cores.max(1) as f64,
+            self.cores
+        ));
+        out
+    }
+
+    /// As JSON, for reports: seconds per part.
+    pub fn json(&self) -> serde_json::Value {
+        let parts: serde_json::Map<String, serde_json::Value> = self.parts.iter().map(|(k, v)| (k.clone(), serde_json::json!(self.secs(*v)))).collect();
+        serde_json::json!({
+            "wallSeconds": self.wall.as_secs_f64(),
+            "cores": self.cores,
+            "busyCpuSeconds": self.secs(self.busy),
+            "parts": parts,
+            "lowerBoundSeconds": self.secs(self.busy) / self.cores.max(1) as f64,
+        })
+    }
+}
+
+/// Run `argv`, sampling this machine's `/proc` every `every` until it exits; its exit status and the
+/// profile.
+pub fn profile_command(argv: &[String], every: Duration) -> std::io::Result<(std::process::ExitStatus, Profile)> {
+    let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command to profile"))?;
+    let proc_dir = Path::new("/proc");
+    let netns_dir = Path::new("/run/netns");
+    let started = Instant::now();
+    let mut child = std::process::Command::new(program).args(args).spawn()?;
+    let mut profile = Profile { cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), tick_hz: clock_ticks(), ..Default::default() };
+    let mut before = sample(proc_dir);
+    let mut netns = netns_names(netns_dir);
+    let status = loop {
+        let waited = child.try_wait()?;
+        let now = sample(proc_dir);
+        // Namespaces come with the nodes: named again when a new one is seen.
+        if now.procs.iter().any(|p| p.netns.is_some_and(|i| !netns.contains_key(&i))) {
+            netns = netns_names(netns_dir);
+        }
+        profile.add(&before, &now, &netns);
+        before = now;
+        if let Some(status) = waited {
+            break status;
+        }
+        std::thread::sleep(every);
+    };
+    profile.wall = started.elapsed();
+    Ok((status, profile))
+}
+
+/// The kernel's clock ticks per second (USER_HZ): 100 on every Linux architecture this project runs.
+fn clock_ticks() -> u64 {
+    100
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: u32, ppid: u32, comm: &str, ticks: u64) -> Proc {
+        Proc { pid, ppid, comm: comm.into(), start: 1000 + u64::from(pid), ticks, netns: None, in_pod: false }
+    }
+
+    #[test]
+    fn stat_lines_parse_with_odd_command_names() {
+        let line = "4242 (kube (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0 98765 1000 100 18446744073709551615";
+        assert_eq!(parse_stat(line), Some((4242, "kube (x) y".to_string(), 1, 200, 98765)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn the_machines_busy_time_leaves_out_idle_and_iowait() {
+        let text = "cpu  100 5 50 1000 20 3 2 0 0 0\ncpu0 50 2 25 500 10 1 1 0 0 0\n";
+        assert_eq!(parse_cpu_line(text), Some((160, 1180)));
+    }
+
+    #[test]
+    fn deltas_go_to_parts_and_commands_to_their_ancestors() {
+        let netns: BTreeMap<u64, String> = [(7, "faultlab-node-2".to_string())].into();
+        let mut kubelet = proc(10, 1, "kubelet", 100);
+        kubelet.netns = Some(7);
+        let before = Sample { procs: vec![proc(5, 1, "kube-apiserver", 1000), kubelet.clone(), proc(20, 1, "faultlab", 10)], busy: 1000, total: 4000 };
+        let mut kubelet2 = kubelet.clone();
+        kubelet2.ticks = 130;
+        let mut pod = proc(40, 30, "sh", 7);
+        pod.in_pod = true;
+        let now = Sample {
+            procs: vec![proc(5, 1, "kube-apiserver", 1200), kubelet2, proc(20, 1, "faultlab", 15), proc(21, 20, "sh", 4), proc(30, 1, "containerd-shim", 2), pod, proc(50, 2, "kworker/0:1", 3)],
+            busy: 1300,
+            total: 4400,
+        };
+        let mut p = Profile { cores: 2, tick_hz: 100, wall: Duration::from_secs(2), ..Default::default() };
+        p.add(&before, &now, &netns);
+        assert_eq!(p.parts["kube-apiserver"], 200);
+        assert_eq!(p.parts["kubelet@faultlab-node-2"], 30);
+        assert_eq!(p.parts["faultlab"], 5);
+        assert_eq!(p.parts["faultlab (its commands)"], 4, "a shell faultlab started is faultlab's commands");
+        assert_eq!(p.parts["pods (their containers)"], 7);
+        assert_eq!(p.parts["containerd shims (and their runc)"], 2);
+        assert_eq!(p.parts["kernel threads"], 3);
+        assert_eq!((p.busy, p.total), (300, 400));
+        let text = p.render();
+        assert!(text.contains("3.0 CPU-s busy (75 %)"), "{text}");
+        assert!(text.contains("not seen (exited between samples)"), "{text}");
+        assert!(text.contains("lower bound of the wall time on this machine: 1.5 s"), "{text}");
+    }
+
+    #[test]
+    fn a_reused_pid_counts_from_zero() {
+        let before = Sample { procs: vec![proc(9, 1, "etcd", 500)], busy: 0, total: 0 };
+        let mut again = proc(9, 1, "etcd", 40);
+        again.start += 1;
+        let now = Sample { procs: vec![again], busy: 0, total: 0 };
+        let mut p = Profile { tick_hz: 100, ..Default::default() };
+        p.add(&before, &now, &BTreeMap::new());
+        assert_eq!(p.parts["etcd"], 40);
+    }
+
+    /// This machine's own /proc reads: at least this process, with a command name.
+    #[test]
+    fn this_machines_proc_reads() {
+        let s = sample(Path::new("/proc"));
+        assert!(s.total > 0 && s.busy <= s.total);
+        let me = std::process::id();
+        assert!(s.procs.iter().any(|p| p.pid == me && !p.comm.is_empty()), "this process is in its own sample");
+    }
+}
