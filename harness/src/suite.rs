@@ -262,6 +262,7 @@ pub fn over_budget(elapsed: std::time::Duration, budget: std::time::Duration) ->
 pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&Needs>) -> crate::schedule::Claim {
     let fault = scenario.scenario.fault.fault();
     let mut claim = fault.claim();
+    claim.budget = scenario.scenario.symptom.within.0 + scenario.scenario.recovery.within.0;
     if let ProviderChoice::Kind { .. } = choice {
         let needs = cluster_needs.cloned().unwrap_or_else(|| fault.needs());
         claim.cluster_key = format!("{:?}", KindNeeds::of(&needs));

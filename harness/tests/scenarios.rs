@@ -86,9 +86,19 @@ fn main() -> ExitCode {
         None => suite::default_jobs(&places),
     };
     args.test_threads = Some(jobs);
-    let slots = std::sync::Arc::new(faultlab::schedule::Slots::new(faultlab::schedule::Scheduler::new(places, jobs)));
+    // The trials in the order `faultlab run --jobs` offers them (those that run alone, then the longest
+    // deadlines first): the test threads take them in this order.
+    let scheduler = faultlab::schedule::Scheduler::new(places, jobs);
+    let mut all: Vec<scenario::Loaded> = all.into_values().collect();
+    if let Ok(choice) = &choice {
+        let claims: Vec<_> = all.iter().map(|l| suite::claim(l, choice, None)).collect();
+        let order = scheduler.order(&claims);
+        let mut slots: Vec<Option<scenario::Loaded>> = all.into_iter().map(Some).collect();
+        all = order.into_iter().filter_map(|i| slots[i].take()).collect();
+    }
+    let slots = std::sync::Arc::new(faultlab::schedule::Slots::new(scheduler));
     let trials = all
-        .into_values()
+        .into_iter()
         .enumerate()
         .map(|(id, loaded)| {
             let name = loaded.name().to_string();

@@ -297,7 +297,7 @@ impl dyn Fault + '_ {
             Reach::Cluster => Scope::Cluster,
             Reach::Host(_) => Scope::Host,
         };
-        crate::schedule::Claim { scope, host_ports: needs.host_ports, cluster_key: String::new() }
+        crate::schedule::Claim { scope, host_ports: needs.host_ports, cluster_key: String::new(), budget: std::time::Duration::ZERO }
     }
 
     /// Does the fault act on more than its namespace (so one training session at a time per node)?

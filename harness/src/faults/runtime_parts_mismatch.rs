@@ -10,9 +10,9 @@
 //! The document's part was docker's shim. The part here is runc, the one every runtime release runs
 //! for every container, and the mismatch is a real one: Debian sid's runc (the release containerd 2
 //! comes with in sid) needs a newer C library than a bookworm node has (`GLIBC_2.38`), so on the
-//! node it cannot even start. (The other release's shim was tried too: containerd 2.1's shim under
-//! containerd 1.6 fails to start, but containerd 2 runs 1.6's shim, so on the platform users run
-//! the shim is no mismatch; runc is one on every platform this project runs.)
+//! node it cannot even start. (The other release's shim was tried too: under containerd 1.6,
+//! containerd 2.1's shim fails every sandbox, but containerd 2 runs 1.6's shim, so on the platform
+//! users run the shim is no mismatch; runc is one on every platform this project runs.)
 //!
 //! How: the fault finds the runc containerd's runc runtime runs (its config's `BinaryName`, else
 //! `runc` on the PATH of the containerd that runs with the node's config), moves it aside in its

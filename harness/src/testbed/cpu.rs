@@ -207,7 +207,8 @@ impl Profile {
         parts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let attributed: u64 = parts.iter().map(|(_, t)| **t).sum();
         let width = parts.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(40);
-        for (name, ticks) in parts {
+        // Parts under a twentieth of a second read as 0.0: left out (their time is in the total).
+        for (name, ticks) in parts.into_iter().filter(|(_, t)| self.secs(**t) >= 0.05) {
             let s = self.secs(*ticks);
             out.push_str(&format!("  {name:<width$} {s:>8.1} CPU-s {:>4.0} %\n", if busy > 0.0 { 100.0 * s / busy } else { 0.0 }));
         }
