@@ -62,7 +62,7 @@ pub fn wrong_address(image: &str) -> String {
 
 #[async_trait]
 impl Fault for ImageAddressWrong {
-    registry::pulling!(deployment, behind_nginx: false);
+    registry::pulling!(deployment, behind_nginx: None);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)

@@ -188,7 +188,7 @@ impl Fault for ImagePullDiskFull {
     /// The run's registry; and as disk-full: a disk of containerd's own (on kind: a loop-mounted ext4
     /// file in the node), the kubelet's image GC and imagefs eviction off.
     fn needs(&self) -> crate::needs::Needs {
-        crate::needs::Needs { containerd_disk_mib: Some(KIND_DISK_MIB), no_image_gc: true, ..registry::needs(false) }
+        crate::needs::Needs { containerd_disk_mib: Some(KIND_DISK_MIB), no_image_gc: true, ..registry::needs(None) }
     }
 
     /// On kind the node's /var is a Docker volume on the host's disk, and loop devices are the host's.

@@ -53,7 +53,7 @@ pub enum Step {
 
 #[async_trait]
 impl Fault for ImagePullSecretMissing {
-    registry::pulling!(deployment, behind_nginx: false, secret: secret);
+    registry::pulling!(deployment, behind_nginx: None, secret: secret);
 
     fn check(&self) -> Vec<Problem> {
         let mut p = registry::check(&self.deployment);

@@ -77,7 +77,7 @@ pub fn password_in(secret: &serde_json::Value, endpoint: &str) -> Option<String>
 
 #[async_trait]
 impl Fault for ImagePullSecretWrong {
-    registry::pulling!(deployment, behind_nginx: false, secret: secret);
+    registry::pulling!(deployment, behind_nginx: None, secret: secret);
 
     fn check(&self) -> Vec<Problem> {
         let mut p = registry::check(&self.deployment);

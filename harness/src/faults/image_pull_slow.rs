@@ -105,7 +105,7 @@ fn registry_spec() -> Spec {
 
 #[async_trait]
 impl Fault for ImagePullSlow {
-    registry::pulling!(deployment, behind_nginx: true);
+    registry::pulling!(deployment, behind_nginx: Some(registry::BACKEND_PORT));
 
     fn check(&self) -> Vec<Problem> {
         let mut problems = registry::check(&self.deployment);

@@ -49,8 +49,11 @@ pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The user of a registry's login.
 pub const USER: &str = "faultlab";
 
-/// The port on 127.0.0.1 where a registry behind nginx listens.
+/// The port on 127.0.0.1 where a registry behind nginx listens (image-pull-slow's).
 pub const BACKEND_PORT: u16 = 5446;
+/// registry-rate-limited's: a port of its own, so that the two scenarios behind nginx can run side by
+/// side on two nodes of the test bed (each node's registry listens on its own address).
+pub const RATE_LIMITED_BACKEND_PORT: u16 = 5447;
 
 /// The lines of `ss -Htln` output whose listener takes `listen` (`address:port`): one on that address,
 /// or on every address (`0.0.0.0`, `*`, `[::]`). Another node's registry on the same port at its own
@@ -68,14 +71,14 @@ fn listeners_in_the_way(ss: &str, listen: &str) -> String {
 }
 
 /// What a fault that serves its workload's image from a run's registry needs: the ports that registry
-/// and the private one listen on at the node's registry address, and `behind_nginx` (the public
-/// registry behind nginx) the one the registry itself listens on at 127.0.0.1, for that run alone.
-pub fn needs(behind_nginx: bool) -> crate::needs::Needs {
+/// and the private one listen on at the node's registry address, and with `behind_nginx` (the public
+/// registry behind nginx) the port the registry itself listens on at 127.0.0.1, for that run alone.
+pub fn needs(behind_nginx: Option<u16>) -> crate::needs::Needs {
     use crate::schedule::HostPort;
     let on_node = |port| HostPort { port, on_node_address: true };
     let mut host_ports = vec![on_node(RegistryProfile::PORT), on_node(RegistryProfile::PRIVATE_PORT)];
-    if behind_nginx {
-        host_ports.push(HostPort { port: BACKEND_PORT, on_node_address: false });
+    if let Some(port) = behind_nginx {
+        host_ports.push(HostPort { port, on_node_address: false });
     }
     crate::needs::Needs { host_ports, ..Default::default() }
 }
@@ -93,17 +96,19 @@ pub struct Spec {
     pub login: bool,
     /// nginx in front of it, limiting requests.
     pub proxy: bool,
+    /// Where the registry itself listens on 127.0.0.1 when nginx is in front of it.
+    pub backend_port: u16,
 }
 
 impl Spec {
     /// The scenario's registry (`${registry}`).
     pub fn main(login: bool) -> Spec {
-        Spec { name: "registry", port: RegistryProfile::PORT, login, proxy: false }
+        Spec { name: "registry", port: RegistryProfile::PORT, login, proxy: false, backend_port: BACKEND_PORT }
     }
 
     /// A second, private registry (`${registry.private}`), open to the node.
     pub fn private() -> Spec {
-        Spec { name: "private", port: RegistryProfile::PRIVATE_PORT, login: false, proxy: false }
+        Spec { name: "private", port: RegistryProfile::PRIVATE_PORT, login: false, proxy: false, backend_port: BACKEND_PORT }
     }
 }
 
@@ -249,7 +254,7 @@ impl Registry {
 
     /// The host address and port the registry itself listens on (behind nginx: 127.0.0.1).
     fn registry_listen(&self) -> String {
-        if self.spec.proxy { format!("127.0.0.1:{BACKEND_PORT}") } else { format!("{}:{}", self.profile.listen, self.spec.port) }
+        if self.spec.proxy { format!("127.0.0.1:{}", self.spec.backend_port) } else { format!("{}:{}", self.profile.listen, self.spec.port) }
     }
 
     /// Where the node's requests arrive on this machine.
@@ -730,8 +735,9 @@ pub fn plan_api(deployment: &str, secret: Option<&str>) -> Vec<(String, serde_js
 /// backend port when the public registry is `behind_nginx`), the Deployment the workload must have
 /// ([`workload`]), and what a plan's API holds ([`plan_api`]: the Deployment, with the pull Secret the
 /// fault names, if any). Inside `impl Fault for X`, with X's field names:
-/// `registry::pulling!(deployment, behind_nginx: false);` or
-/// `registry::pulling!(deployment, behind_nginx: false, secret: secret);`. Their reach is the default,
+/// `registry::pulling!(deployment, behind_nginx: None);` or
+/// `registry::pulling!(deployment, behind_nginx: None, secret: secret);` (`Some(port)`: nginx in front,
+/// the registry on that port of 127.0.0.1). Their reach is the default,
 /// the node: the registries are this run's own processes on this machine, the settings the node's.
 macro_rules! pulling {
     ($deployment:ident, behind_nginx: $nginx:expr) => {
@@ -1102,8 +1108,14 @@ mod tests {
     #[test]
     fn a_run_holds_its_registries_ports_and_the_proxys_backend_only_behind_a_proxy() {
         let ports = |proxy| needs(proxy).host_ports.iter().map(|p| (p.port, p.on_node_address)).collect::<Vec<_>>();
-        assert_eq!(ports(false), [(5443, true), (5444, true)]);
-        assert_eq!(ports(true), [(5443, true), (5444, true), (5446, false)]);
+        assert_eq!(ports(None), [(5443, true), (5444, true)]);
+        assert_eq!(ports(Some(BACKEND_PORT)), [(5443, true), (5444, true), (5446, false)]);
+        // The two scenarios behind nginx hold backends of their own, so they may run side by side.
+        let backend = |fault: &dyn crate::faults::Fault| fault.needs().host_ports.into_iter().find(|p| !p.on_node_address).map(|p| p.port);
+        assert_eq!(backend(&crate::faults::image_pull_slow::ImagePullSlow::default()), Some(5446));
+        assert_eq!(backend(&crate::faults::registry_rate_limited::RegistryRateLimited::default()), Some(5447));
+        let limited = registry(Spec { proxy: true, backend_port: RATE_LIMITED_BACKEND_PORT, ..Spec::main(false) });
+        assert!(limited.config_yml().contains("  addr: 127.0.0.1:5447\n"));
     }
 
     #[test]

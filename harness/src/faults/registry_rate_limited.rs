@@ -45,12 +45,12 @@ impl Default for RegistryRateLimited {
 pub use super::registry::ToPrivate as Step;
 
 fn public() -> Spec {
-    Spec { proxy: true, ..Spec::main(false) }
+    Spec { proxy: true, backend_port: registry::RATE_LIMITED_BACKEND_PORT, ..Spec::main(false) }
 }
 
 #[async_trait]
 impl Fault for RegistryRateLimited {
-    registry::pulling!(deployment, behind_nginx: true);
+    registry::pulling!(deployment, behind_nginx: Some(registry::RATE_LIMITED_BACKEND_PORT));
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)

@@ -66,7 +66,7 @@ pub fn remove_rule(address: &str, port: u16) -> Cmd {
 
 #[async_trait]
 impl Fault for RegistryUnreachable {
-    registry::pulling!(deployment, behind_nginx: false);
+    registry::pulling!(deployment, behind_nginx: None);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)

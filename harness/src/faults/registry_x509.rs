@@ -109,7 +109,7 @@ pub fn fingerprint_line(pem: &str) -> Option<String> {
 impl Fault for RegistryX509 {
     // Reach: the node. The fix writes the node's CA store: on kind the node container's; on the test
     // bed, whose node shares this machine's files, this machine's, and the undo puts it back.
-    registry::pulling!(deployment, behind_nginx: false);
+    registry::pulling!(deployment, behind_nginx: None);
 
     fn check(&self) -> Vec<Problem> {
         registry::check(&self.deployment)

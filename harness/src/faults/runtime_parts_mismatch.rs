@@ -101,13 +101,23 @@ echo "no $name on containerd's PATH ($p)" >&2; exit 1"#
     script(&text, &[config, binary.unwrap_or_default()])
 }
 
-/// Check the foreign runc before anything changes: a regular file that is not the node's runc itself.
-/// Then move the node's runc aside (refusing, status 1, to overwrite an earlier aside copy) and install
-/// the foreign one in its place, through a temporary file beside it.
+/// Check the foreign runc before anything changes: a regular file that is not the node's runc itself,
+/// and, since containerd's shim runs what is installed as root, root's and writable by no one else, in
+/// directories that are root's and writable by no one else but sticky ones such as /tmp, where no one
+/// else can replace root's entries (else another user could have put any program there). Then move the node's runc aside (refusing, status 1, to overwrite an earlier aside
+/// copy) and install the foreign one in its place, through a temporary file beside it.
 fn install_foreign(p: &Part) -> Cmd {
     script(
         r#"[ -f "$2" ] && [ ! -L "$2" ] || { echo "the foreign runc $2 is not a regular file on the node" >&2; exit 1; }
 [ ! "$1" -ef "$2" ] || { echo "the foreign runc $2 is the node's runc $1 itself" >&2; exit 1; }
+f=$2
+while :; do
+  set -- "$1" "$2" "$3" $(stat -L -c '%u %a' -- "$f") || exit 1
+  if [ "$4" != 0 ] || { [ $((0$5 & 022)) != 0 ] && [ $((0$5 & 01000)) = 0 ]; }; then echo "the foreign runc $2: $f is not root's alone (owner uid $4, mode $5): not installing it" >&2; exit 1; fi
+  set -- "$1" "$2" "$3"
+  [ "$f" = / ] && break
+  f=$(dirname -- "$f")
+done
 if [ -e "$3" ] || [ -L "$3" ]; then echo "$3 exists already" >&2; exit 1; fi
 mv -- "$1" "$3" || exit 1
 cp -- "$2" "$1.faultlab-new" && chmod 0755 "$1.faultlab-new" && mv -f -- "$1.faultlab-new" "$1""#,
@@ -283,6 +293,22 @@ mod tests {
         assert!(run(&put_back(&p)).status.success());
         assert_eq!(status(), "0 runc version 1.1.5 reinstalled\n");
         assert!(std::fs::symlink_metadata(p.aside()).is_err(), "no aside copy left");
+    }
+
+    #[test]
+    fn a_foreign_runc_others_could_write_is_refused_before_any_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (runc, foreign) = (tmp.path().join("runc"), tmp.path().join("foreign"));
+        std::fs::write(&runc, "own").unwrap();
+        std::fs::write(&foreign, "x").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let p = Part { path: runc.display().to_string(), foreign: foreign.display().to_string() };
+        let out = run(&install_foreign(&p));
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not root's alone") || err.contains("owner uid"), "{err}");
+        assert!(runc.exists() && std::fs::symlink_metadata(p.aside()).is_err(), "nothing moved");
     }
 
     #[test]
