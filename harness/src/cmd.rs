@@ -74,6 +74,16 @@ impl Cmd {
         Cmd::new(["sh".to_string(), "-c".to_string(), script.into()])
     }
 
+    /// `sh -c SCRIPT sh ARGS...`: a script whose arguments are data (`$1`, `$2`, ...), never spliced
+    /// into its text.
+    pub fn script<I, S>(script: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Cmd::new(["sh".to_string(), "-c".to_string(), script.into(), "sh".to_string()]).args(args)
+    }
+
     /// One more argument.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.argv.push(arg.into());

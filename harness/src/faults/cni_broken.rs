@@ -168,11 +168,9 @@ pub fn leaked(held: &[(Ipv4Addr, String)], live: &BTreeSet<String>) -> Vec<Ipv4A
     held.iter().filter(|(_, id)| !live.contains(id)).map(|(a, _)| *a).collect()
 }
 
-/// `sh -c SCRIPT sh ARGS...`: a node script with its arguments as data.
+/// `sh -c SCRIPT sh ARGS...` ([`Cmd::script`]).
 fn script(text: &str, args: impl IntoIterator<Item = String>) -> Cmd {
-    let mut argv = vec!["sh".to_string(), "-c".into(), text.into(), "sh".into()];
-    argv.extend(args);
-    Cmd::new(argv)
+    Cmd::script(text, args)
 }
 
 /// How long the scripts over a network's reservations may take: a /24 has 254 files, and on an emulated

@@ -90,11 +90,9 @@ pub fn first_plugin(file: &str, text: &str) -> Result<(String, String), String> 
     Ok((name.into(), kind.into()))
 }
 
-/// `sh -c SCRIPT sh ARGS...`: a node script with its arguments as data.
+/// `sh -c SCRIPT sh ARGS...` ([`Cmd::script`]).
 fn script(text: &str, args: &[&str]) -> Cmd {
-    let mut argv = vec!["sh", "-c", text, "sh"];
-    argv.extend_from_slice(args);
-    Cmd::new(argv)
+    Cmd::script(text, args.iter().copied())
 }
 
 /// Each of `dirs` that has plugin `kind`, a line each.

@@ -75,11 +75,9 @@ fn no_foreign_runc(node: &str) -> String {
     )
 }
 
-/// `sh -c SCRIPT sh ARGS...`: a node script with its arguments as data.
+/// `sh -c SCRIPT sh ARGS...` ([`Cmd::script`]).
 fn script(text: &str, args: &[&str]) -> Cmd {
-    let mut argv = vec!["sh", "-c", text, "sh"];
-    argv.extend_from_slice(args);
-    Cmd::new(argv)
+    Cmd::script(text, args.iter().copied())
 }
 
 /// Print the runc containerd's runc runtime runs: `$2` (the config's `BinaryName`) when it is a path;
