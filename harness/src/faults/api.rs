@@ -13,7 +13,7 @@ use crate::cmd::{Cmd, CmdError, Output};
 use crate::gates::Target;
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
-use crate::node::{Executor, Node, NodeProfile};
+use crate::node::{ContainerdConfig, Executor, Node, NodeProfile};
 use crate::observe::Observe;
 use crate::record::{Channel, Recorder};
 use crate::vars::Vars;
@@ -87,6 +87,15 @@ impl Ctx {
     pub async fn run(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
         self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));
         self.node.run(&cmd).await.map_err(|source| FaultError::Node { step: step.into(), source: Box::new(source) })
+    }
+
+    /// The node's containerd config, read from the node (`cat` of the file its profile names) and
+    /// parsed in the file's own version; a file that does not parse is a check error naming `step`,
+    /// the file and the field. Every fault that acts on containerd's settings reads them here.
+    pub async fn containerd_config(&self, step: &str) -> Result<ContainerdConfig, FaultError> {
+        let file = &self.node.profile.containerd.config;
+        let text = self.run(step, Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
+        ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: step.into(), message: e.to_string() })
     }
 
     /// Run a command on the node and return its output whatever its exit status.

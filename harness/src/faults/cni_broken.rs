@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::cmd::{Cmd, Output};
-use crate::node::{ContainerdConfig, NodeProfile};
+use crate::node::NodeProfile;
 
 /// The container ID of the leaked reservations: no container has it, and the undo finds them by it.
 pub const LEAK_ID: &str = "faultlab-leaked-address";
@@ -72,14 +72,6 @@ pub struct Network {
     pub addresses: Vec<Ipv4Addr>,
     /// The range in words (`198.19.160.1-198.19.160.254`).
     pub range: String,
-}
-
-/// containerd's CNI configuration directory, from its config `file` (`config`, its text): the key of
-/// the file's version (`plugins."io.containerd.grpc.v1.cri".cni.conf_dir` in version 2,
-/// `plugins."io.containerd.cri.v1.runtime".cni.conf_dir` in version 3), else containerd's default. An
-/// error names the file and the field.
-pub fn conf_dir(file: &str, config: &str) -> Result<String, String> {
-    ContainerdConfig::parse(file, config).map(|c| c.cni_conf_dir().to_string()).map_err(|e| e.to_string())
 }
 
 /// The file containerd loads from a `ls -1` of the configuration directory: the first, by name, of
@@ -286,9 +278,7 @@ impl CniBroken {
     /// The network containerd's CRI plugin sets pods up with, read from the node.
     async fn find_network(&self, ctx: &Ctx, step: &str) -> Result<Network, FaultError> {
         let check = |message: String| FaultError::Check { step: step.into(), message };
-        let config = &ctx.node.profile.containerd.config;
-        let text = ctx.run(step, Cmd::new(["cat", "--", config.as_str()])).await?.stdout;
-        let dir = conf_dir(config, &text).map_err(check)?;
+        let dir = ctx.containerd_config(step).await?.cni_conf_dir().to_string();
         let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
         let file = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;
         let path = format!("{dir}/{file}");
@@ -340,6 +330,7 @@ impl Fix for CniBroken {
 mod tests {
     use super::*;
     use crate::faults::testing::plan_ctx;
+    use crate::node::ContainerdConfig;
 
     const BRIDGE: &str = r#"{"cniVersion":"0.4.0","name":"faultlab","plugins":[{"type":"bridge","bridge":"cni0",
         "ipam":{"type":"host-local","dataDir":"/var/lib/faultlab/cni/networks","ranges":[[{"subnet":"198.19.160.0/24","gateway":"198.19.160.1"}]]}},
@@ -375,6 +366,14 @@ mod tests {
     fn networks_it_cannot_fill_are_refused(#[case] conf: &str, #[case] why: &str) {
         let err = network("f.conflist", conf).unwrap_err();
         assert!(err.contains(why), "{err}");
+    }
+
+    /// containerd's CNI configuration directory, from its config `file` (`config`, its text): the key of
+    /// the file's version (`plugins."io.containerd.grpc.v1.cri".cni.conf_dir` in version 2,
+    /// `plugins."io.containerd.cri.v1.runtime".cni.conf_dir` in version 3), else containerd's default. An
+    /// error names the file and the field.
+    fn conf_dir(file: &str, config: &str) -> Result<String, String> {
+        ContainerdConfig::parse(file, config).map(|c| c.cni_conf_dir().to_string()).map_err(|e| e.to_string())
     }
 
     #[test]

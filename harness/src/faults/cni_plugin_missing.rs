@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use super::cni_broken::first_conf;
 use crate::cmd::{Cmd, Output};
-use crate::node::{ContainerdConfig, NodeProfile};
+use crate::node::NodeProfile;
 
 /// The name a plugin is moved to, in its own directory: libcni looks for the type's exact name.
 pub const ASIDE_SUFFIX: &str = ".faultlab-aside";
@@ -188,9 +188,7 @@ impl CniPluginMissing {
     /// containerd's plugin directories that has it.
     async fn find(&self, ctx: &Ctx, step: &str) -> Result<Plugin, FaultError> {
         let check = |message: String| FaultError::Check { step: step.into(), message };
-        let file = &ctx.node.profile.containerd.config;
-        let text = ctx.run(step, Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
-        let config = ContainerdConfig::parse(file, &text).map_err(|e| check(e.to_string()))?;
+        let config = ctx.containerd_config(step).await?;
         let dir = config.cni_conf_dir().to_string();
         let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
         let conf = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;

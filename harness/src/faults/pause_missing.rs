@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
 use crate::check::Problem;
 use crate::cmd::Cmd;
-use crate::node::{ContainerdConfig, NodeProfile, Setting};
+use crate::node::{NodeProfile, Setting};
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
 pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
@@ -67,8 +67,7 @@ impl PauseMissing {
     /// names). Where the two differ, the node's is the one a sandbox needs.
     async fn image(ctx: &Ctx) -> Result<String, FaultError> {
         let file = &ctx.node.profile.containerd.config;
-        let text = ctx.run("read-containerd-config", Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
-        let config = ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: "read-containerd-config".into(), message: e.to_string() })?;
+        let config = ctx.containerd_config("read-containerd-config").await?;
         let profile = &ctx.node.profile.containerd.sandbox_image;
         Ok(match config.configured_sandbox_image() {
             Some(image) if image != profile => {

@@ -606,9 +606,7 @@ impl Registry {
     /// `hosts.toml` (containerd reads them at each pull). First, that the node's containerd reads that
     /// directory at all: its config is read from the node, not assumed (see [`hosts_dir_problem`]).
     pub async fn trust_on_node(&self, ctx: &Ctx) -> Result<(), FaultError> {
-        let file = &ctx.node.profile.containerd.config;
-        let text = ctx.run("read-containerd-config", Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
-        let config = ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: "read-containerd-config".into(), message: e.to_string() })?;
+        let config = ctx.containerd_config("read-containerd-config").await?;
         if let Some(message) = hosts_dir_problem(ctx.node.name(), &config, &self.profile.hosts_dir) {
             return Err(FaultError::Check { step: "trust-registry".into(), message });
         }

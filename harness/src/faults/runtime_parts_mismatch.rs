@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::cmd::{Cmd, Output};
 use crate::node::runtime::PICK_CONTAINERD;
-use crate::node::{ContainerdConfig, NodeProfile};
+use crate::node::NodeProfile;
 
 /// The name the node's own runc is moved to, in its own directory.
 pub const ASIDE: &str = ".runc.faultlab-aside";
@@ -201,8 +201,7 @@ impl RuntimePartsMismatch {
         let profile = &ctx.node.profile;
         let foreign = profile.containerd.foreign_runc.clone().ok_or_else(|| check(format!("{}: nothing changed", no_foreign_runc(&profile.name))))?;
         let file = &profile.containerd.config;
-        let text = ctx.run(step, Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
-        let config = ContainerdConfig::parse(file, &text).map_err(|e| check(e.to_string()))?;
+        let config = ctx.containerd_config(step).await?;
         let path = ctx.run(step, find_runc(file, config.runc_binary())).await?.stdout.trim().to_string();
         if !path.starts_with('/') || path.contains('\n') {
             return Err(check(format!("where containerd takes runc from reads {path:?}, not one absolute path")));
