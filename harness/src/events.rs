@@ -348,7 +348,11 @@ fn as_one_node(message: &str) -> String {
     let rest = &message[TOTAL.find(message).map_or(0, |m| m.end()) - 2..];
     let rest = PINNED.replace_all(rest, "");
     let rest = rest.strip_prefix(", ").map(|r| format!(": {r}")).unwrap_or_else(|| rest.into_owned());
-    format!("0/1 nodes are available{}", COUNT.replace_all(&rest, "${1}1 "))
+    // Schedulers from 1.25 repeat the count after the reason (`. preemption: 0/3 nodes are available:
+    // 3 Preemption is not helpful for scheduling.`; platform-wording.md N5): every total reads as one node's.
+    static AGAIN: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| Regex::new(r"\b0/\d+ nodes are available").expect("valid"));
+    let rest = COUNT.replace_all(&rest, "${1}1 ");
+    format!("0/1 nodes are available{}", AGAIN.replace_all(&rest, "0/1 nodes are available"))
 }
 
 /// Replaces what differs between runs.
@@ -400,6 +404,10 @@ impl Normaliser {
             (r"^Created container: ", "Created container "),
             (r"Image size: \d+ bytes", "Image size: <n> bytes"),
             (r"^\(combined from similar events\): ", ""),
+            // 1.35 (and 1.33/1.34 with its feature gate) adds to a present image that the pod may use
+            // it (N2); under systemd's cgroup driver a pod's slice writes its UID with underscores (N7).
+            (r" already present on machine and can be accessed by the pod", " already present on machine"),
+            (r"\bpod[0-9a-f]{8}(_[0-9a-f]{4}){3}_[0-9a-f]{12}", "pod<uid>"),
         ];
         let mut compiled: Vec<(Regex, &'static str)> = rules.into_iter().map(|(p, r)| (Regex::new(p).expect("valid rule"), r)).collect();
         // Generated names: deployment pods (<rs-hash>-<id>), replica sets and jobs (<hash>), others (<id>).
@@ -675,6 +683,14 @@ mod tests {
         assert_eq!(as_one_node(first), "0/1 nodes are available: 1 node(s) had taint {node.kubernetes.io/not-ready: }, that the pod didn't tolerate.");
         assert_eq!(as_one_node("0/3 nodes are available: 3 pod has unbound immediate PersistentVolumeClaims."), "0/1 nodes are available: 1 pod has unbound immediate PersistentVolumeClaims.");
         assert_eq!(as_one_node("Back-off pulling image"), "Back-off pulling image");
+        // 1.25 and later: the preemption part repeats the total (N5).
+        let newer = "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+        assert_eq!(
+            as_one_node(newer),
+            "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        );
+        let unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+        assert_eq!(as_one_node(unbound), unbound);
         assert_eq!(Normaliser::new("fl-x-abcde", "faultlab-node-2").text(three), one);
     }
 
@@ -746,6 +762,15 @@ mod tests {
                 "Successfully pulled image \"busybox:1\" in <duration> (<duration> including waiting). Image size: <n> bytes.",
             ),
             ("(combined from similar events): Back-off 10s restarting failed container", "Back-off <duration> restarting failed container"),
+            // N2 and N7.
+            (
+                "Container image \"busybox:1\" already present on machine and can be accessed by the pod",
+                "Container image \"busybox:1\" already present on machine",
+            ),
+            (
+                "mkdir /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b5bd2a6_4c52_4b8d_a1e2_5cc3c5be61f0.slice: cannot allocate memory",
+                "mkdir /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice: cannot allocate memory",
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(n.text(input), want);

@@ -787,4 +787,19 @@ mod snapshot_tests {
         let bad: Result<SnapshotOptions, _> = serde_json::from_value(serde_json::json!({"rewrite": [{"pattern": "(", "with": ""}]}));
         assert!(bad.unwrap_err().to_string().contains("invalid regular expression"));
     }
+
+    /// registry-unreachable's rewrite reads the three forms of a timed-out pull as one: containerd's
+    /// code Unknown or DeadlineExceeded, and kubelet 1.28's message without the Unknown part
+    /// (scenarios/platform-wording.md, S1), as its reviewed snapshots have it.
+    #[test]
+    fn registry_unreachables_rewrite_reads_every_kubelets_wording_as_one() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/registry-unreachable.yaml");
+        let scenario = parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        let reviewed = r#"Failed to pull image "x": rpc error: code = <Unknown|DeadlineExceeded> desc = failed to pull and unpack image "x": dial tcp <ip>:<port>: i/o timeout"#;
+        for code in ["rpc error: code = Unknown desc = ", "rpc error: code = DeadlineExceeded desc = ", ""] {
+            let message = format!(r#"Failed to pull image "x": {code}failed to pull and unpack image "x": dial tcp <ip>:<port>: i/o timeout"#);
+            assert_eq!(scenario.snapshot.rewritten(&message), reviewed, "{message}");
+        }
+        assert_eq!(scenario.snapshot.rewritten("Error: ErrImagePull"), "Error: ErrImagePull");
+    }
 }
