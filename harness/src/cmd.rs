@@ -22,7 +22,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// and dropped (so the command is not blocked on a full pipe), and its size said.
 pub const MAX_OUTPUT: usize = 4 << 20;
 
-/// A command: argv, timeout and optional standard input.
+/// What a command asks of a node or host, for a plan to answer it by ([`Cmd::asks`]; a plan's
+/// scripted executor): a fault names each command whose output it reads, and its plan
+/// answers are keyed by these names, never by what the command line happens to contain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ask(pub &'static str);
+
+impl fmt::Display for Ask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A command: argv, timeout and optional standard input, and what it asks (for plans).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cmd {
     pub argv: Vec<String>,
@@ -30,6 +42,10 @@ pub struct Cmd {
     pub timeout: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin: Option<Stdin>,
+    /// What the command asks, if a fault reads its output ([`Ask`]); not journalled (an undo's output
+    /// is never read).
+    #[serde(skip)]
+    pub ask: Option<Ask>,
 }
 
 /// What a command reads on its standard input.
@@ -66,7 +82,7 @@ impl Cmd {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Cmd { argv: argv.into_iter().map(Into::into).collect(), timeout: DEFAULT_TIMEOUT, stdin: None }
+        Cmd { argv: argv.into_iter().map(Into::into).collect(), timeout: DEFAULT_TIMEOUT, stdin: None, ask: None }
     }
 
     /// `sh -c SCRIPT` for the rare step that needs a shell (globs, pipes), as a document writes it.
@@ -97,6 +113,12 @@ impl Cmd {
         S: Into<String>,
     {
         self.argv.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Name what the command asks ([`Ask`]): a plan answers it by that name.
+    pub fn asks(mut self, ask: Ask) -> Self {
+        self.ask = Some(ask);
         self
     }
 

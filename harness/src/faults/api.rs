@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use super::steps;
 use crate::check::Problem;
-use crate::cmd::{Cmd, CmdError, Output};
+use crate::cmd::{Ask, Cmd, CmdError, Output};
 use crate::gates::Target;
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
@@ -40,6 +40,9 @@ pub enum FaultError {
     #[error("{step}: {message}")]
     Check { step: String, message: String },
 }
+
+/// What [`Ctx::containerd_config`] asks: the node's containerd config (a plan answers it).
+pub const CONTAINERD_CONFIG: Ask = Ask("containerd-config");
 
 /// The root-only directory on a node under which faults keep their work directories (pause-missing
 /// unpacks its node package there, a registry push keeps its login there): never /tmp (on the test bed
@@ -94,7 +97,7 @@ impl Ctx {
     /// the file and the field. Every fault that acts on containerd's settings reads them here.
     pub async fn containerd_config(&self, step: &str) -> Result<ContainerdConfig, FaultError> {
         let file = &self.node.profile.containerd.config;
-        let text = self.run(step, Cmd::new(["cat", "--", file.as_str()])).await?.stdout;
+        let text = self.run(step, Cmd::new(["cat", "--", file.as_str()]).asks(CONTAINERD_CONFIG)).await?.stdout;
         ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: step.into(), message: e.to_string() })
     }
 
@@ -248,10 +251,12 @@ pub trait Fault: Send + Sync {
         Reach::Node
     }
 
-    /// What the node answers in a plan, where nothing runs: (a substring of a command line, its
-    /// output), for a run in `namespace`. A plan runs the same code as a run against these answers (default: every command
-    /// succeeds with no output), so the fault needs no branch of its own for plans.
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    /// What the node answers in a plan, where nothing runs: (what a command asks, its output), for a
+    /// run in `namespace`. Each command whose output the fault reads names what it asks
+    /// (`Cmd::asks(ASK)`, an [`Ask`] constant of the fault's), and its answer is keyed by that, never by
+    /// what the command line contains. A plan runs the same code as a run against these answers
+    /// (default: every command succeeds with no output), so the fault needs no branch of its own for plans.
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         Vec::new()
     }
 
@@ -378,8 +383,8 @@ pub(crate) mod testing {
     /// plan answers, as in `faultlab plan`.
     pub fn plan_ctx(fault: &dyn Fault) -> (Ctx, Arc<FakeExecutor>) {
         let (mut ctx, fake) = ctx();
-        for (needle, output) in fault.plan_answers(&ctx.node.profile, &ctx.namespace) {
-            fake.respond(needle, output);
+        for (ask, output) in fault.plan_answers(&ctx.node.profile, &ctx.namespace) {
+            fake.answer(ask, output);
         }
         ctx.kube = Kube::scripted(ctx.rec().clone(), fault.plan_api_answers(&ctx.target));
         (ctx, fake)

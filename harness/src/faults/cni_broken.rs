@@ -8,7 +8,7 @@
 //! addresses reserved for containers that are gone, and let the kubelet retry.
 //!
 //! How: the fault reads where containerd's CRI plugin takes its CNI configuration from (containerd's
-//! config, `conf_dir` at the key of the file's version: [`ContainerdConfig`]), the network that
+//! config, `conf_dir` at the key of the file's version: `ContainerdConfig`), the network that
 //! configuration names and its `host-local` address range (its reservations under the network's
 //! `ipam.dataDir`, host-local's default `/var/lib/cni/networks` if unset), then writes a reservation, as
 //! host-local writes them (one file per address, named by the address, holding a container ID), for
@@ -27,7 +27,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 
 /// The container ID of the leaked reservations: no container has it, and the undo finds them by it.
@@ -165,6 +165,14 @@ fn script(text: &str, args: impl IntoIterator<Item = String>) -> Cmd {
     Cmd::script(text, args)
 }
 
+// What the fault reads on the node (a plan answers these).
+/// The CNI configuration directory's listing.
+pub const CNI_CONF_DIR: Ask = Ask("cni-conf-dir");
+/// The network's configuration file.
+pub const CNI_CONF: Ask = Ask("cni-conf");
+const RESERVATIONS: Ask = Ask("host-local-reservations");
+const LIVE_SANDBOXES: Ask = Ask("live-sandboxes");
+
 /// How long the scripts over a network's reservations may take: a /24 has 254 files, and on an emulated
 /// node (the arm64 VM, QEMU TCG) every process costs tens of milliseconds.
 const RESERVATIONS_TIMEOUT: Duration = Duration::from_secs(240);
@@ -177,6 +185,7 @@ fn list_reservations(dir: &str) -> Cmd {
         [dir.to_string()],
     )
     .timeout(RESERVATIONS_TIMEOUT)
+    .asks(RESERVATIONS)
 }
 
 /// Remove every reservation of `dir` held by `id` (whose first line is the ID, with or without the `\r`).
@@ -211,12 +220,12 @@ impl Fault for CniBroken {
 
     /// A plan's node: containerd's config empty (so its default CNI directory) holding one bridge network of a /24, no
     /// reservation yet but the pod's own, and one live sandbox.
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         vec![
-            ("ls -1 --", Output::ok("10-bridge.conflist\n")),
-            (".conflist", Output::ok(r#"{"name":"pods","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]]}}]}"#)),
-            ("%s %s", Output::ok("198.18.0.2 <sandbox-id>\n")),
-            ("pods -q", Output::ok("<sandbox-id>\n")),
+            (CNI_CONF_DIR, Output::ok("10-bridge.conflist\n")),
+            (CNI_CONF, Output::ok(r#"{"name":"pods","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]]}}]}"#)),
+            (RESERVATIONS, Output::ok("198.18.0.2 <sandbox-id>\n")),
+            (LIVE_SANDBOXES, Output::ok("<sandbox-id>\n")),
         ]
     }
 
@@ -279,10 +288,10 @@ impl CniBroken {
     async fn find_network(&self, ctx: &Ctx, step: &str) -> Result<Network, FaultError> {
         let check = |message: String| FaultError::Check { step: step.into(), message };
         let dir = ctx.containerd_config(step).await?.cni_conf_dir().to_string();
-        let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
+        let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()]).asks(CNI_CONF_DIR)).await?.stdout;
         let file = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;
         let path = format!("{dir}/{file}");
-        let conf = ctx.run(step, Cmd::new(["cat", "--", path.as_str()])).await?.stdout;
+        let conf = ctx.run(step, Cmd::new(["cat", "--", path.as_str()]).asks(CNI_CONF)).await?.stdout;
         network(&path, &conf).map_err(check)
     }
 
@@ -297,7 +306,7 @@ impl CniBroken {
     /// The network's reservations, and the IDs of the sandboxes the runtime holds.
     async fn held_and_live(&self, ctx: &Ctx, net: &Network, step: &str) -> Result<(Vec<(Ipv4Addr, String)>, BTreeSet<String>), FaultError> {
         let held = reservations(&ctx.run(step, list_reservations(&net.reservations)).await?.stdout);
-        let live = ctx.run(step, ctx.node.profile.crictl(["pods", "-q"])).await?.stdout.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+        let live = ctx.run(step, ctx.node.profile.crictl(["pods", "-q"]).asks(LIVE_SANDBOXES)).await?.stdout.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
         Ok((held, live))
     }
 }

@@ -26,8 +26,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
-use super::cni_broken::first_conf;
-use crate::cmd::{Cmd, Output};
+use super::cni_broken::{first_conf, CNI_CONF, CNI_CONF_DIR};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 
 /// The name a plugin is moved to, in its own directory: libcni looks for the type's exact name.
@@ -99,8 +99,11 @@ fn script(text: &str, args: &[&str]) -> Cmd {
 fn find_plugin(kind: &str, dirs: &[String]) -> Cmd {
     let mut args = vec![kind];
     args.extend(dirs.iter().map(String::as_str));
-    script(r#"t=$1; shift; for d; do if [ -e "$d/$t" ]; then printf '%s\n' "$d"; fi; done; exit 0"#, &args)
+    script(r#"t=$1; shift; for d; do if [ -e "$d/$t" ]; then printf '%s\n' "$d"; fi; done; exit 0"#, &args).asks(PLUGIN_DIRS)
 }
+
+/// What [`find_plugin`] asks (a plan answers it).
+const PLUGIN_DIRS: Ask = Ask("cni-plugin-dirs");
 
 /// `PATH ASIDE PATH ASIDE ...` of every place.
 fn pairs(p: &Plugin) -> Vec<String> {
@@ -142,11 +145,11 @@ impl Fault for CniPluginMissing {
 
     /// A plan's node: containerd's config empty (its default directories), one bridge network, its
     /// plugin in /opt/cni/bin.
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         vec![
-            ("ls -1 --", Output::ok("10-bridge.conflist\n")),
-            (".conflist", Output::ok(r#"{"name":"pods","plugins":[{"type":"bridge","ipam":{"type":"host-local"}},{"type":"portmap"}]}"#)),
-            ("for d; do", Output::ok("/opt/cni/bin\n")),
+            (CNI_CONF_DIR, Output::ok("10-bridge.conflist\n")),
+            (CNI_CONF, Output::ok(r#"{"name":"pods","plugins":[{"type":"bridge","ipam":{"type":"host-local"}},{"type":"portmap"}]}"#)),
+            (PLUGIN_DIRS, Output::ok("/opt/cni/bin\n")),
         ]
     }
 
@@ -190,10 +193,10 @@ impl CniPluginMissing {
         let check = |message: String| FaultError::Check { step: step.into(), message };
         let config = ctx.containerd_config(step).await?;
         let dir = config.cni_conf_dir().to_string();
-        let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()])).await?.stdout;
+        let listing = ctx.run(step, Cmd::new(["ls", "-1", "--", dir.as_str()]).asks(CNI_CONF_DIR)).await?.stdout;
         let conf = first_conf(&listing).ok_or_else(|| check(format!("{dir} has no CNI configuration (.conf, .conflist, .json)")))?;
         let path = format!("{dir}/{conf}");
-        let (network, kind) = first_plugin(&path, &ctx.run(step, Cmd::new(["cat", "--", path.as_str()])).await?.stdout).map_err(check)?;
+        let (network, kind) = first_plugin(&path, &ctx.run(step, Cmd::new(["cat", "--", path.as_str()]).asks(CNI_CONF)).await?.stdout).map_err(check)?;
         let bins = config.cni_bin_dirs();
         let found = ctx.run(step, find_plugin(&kind, &bins)).await?.stdout;
         let dirs: Vec<String> = found.lines().map(str::trim).filter(|d| bins.iter().any(|b| b == d)).map(String::from).collect();

@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Reach};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::journal::Undo;
 use crate::node::{CommandsOn, ComponentControl, NodeProfile};
 
@@ -49,13 +49,20 @@ impl ControllerManagerDown {
     }
 
     async fn exec(ctx: &Ctx, on: CommandsOn, step: &str, argv: &[String]) -> Result<Output, FaultError> {
-        let cmd = Cmd::new(argv.iter().cloned()).timeout(std::time::Duration::from_secs(150));
+        Self::exec_cmd(ctx, on, step, Cmd::new(argv.iter().cloned())).await
+    }
+
+    async fn exec_cmd(ctx: &Ctx, on: CommandsOn, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
+        let cmd = cmd.timeout(std::time::Duration::from_secs(150));
         match on {
             CommandsOn::Host => ctx.run_on_host(step, cmd).await,
             CommandsOn::Node => ctx.run(step, cmd).await,
         }
     }
 }
+
+/// What the status command asks: whether the component runs (a plan answers it).
+const STATUS: Ask = Ask("controller-manager-status");
 
 #[async_trait]
 impl Fault for ControllerManagerDown {
@@ -64,8 +71,8 @@ impl Fault for ControllerManagerDown {
         Reach::Cluster
     }
 
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        vec![("status", Output::ok("stopped\n"))]
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
+        vec![(STATUS, Output::ok("stopped\n"))]
     }
 
     /// Journal its start, stop it, then delete the workload's pod.
@@ -85,7 +92,7 @@ impl Fault for ControllerManagerDown {
 
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let (on, control) = Self::control(ctx, "check-controller-manager")?;
-        let out = Self::exec(ctx, on, "check-controller-manager", &control.status).await?;
+        let out = Self::exec_cmd(ctx, on, "check-controller-manager", Cmd::new(control.status.iter().cloned()).asks(STATUS)).await?;
         Ok(if out.stdout.trim() == "running" {
             Presence::Absent(format!("{COMPONENT} runs"))
         } else {

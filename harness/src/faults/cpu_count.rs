@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Probe};
 use crate::check::{quantity_milli, range, Problem};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 use crate::gates::{ConditionGate, NodeGate};
 
@@ -38,6 +38,12 @@ fn default_reserved_cpu() -> String {
 
 /// The most CPUs a node may be said to have had: more than any node Kubernetes runs on.
 pub const MAX_CPUS: u32 = 4096;
+
+// What the fault reads on the node (a plan answers these).
+const ONLINE_CPUS: Ask = Ask("online-cpus");
+/// A file of the kubelet's (its extra flags, its CPU manager state), if there.
+const NODE_FILE: Ask = Ask("kubelet-file");
+const KUBELET_LOG: Ask = Ask("kubelet-cpu-manager-error");
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -152,7 +158,7 @@ impl CpuCount {
 
     /// A file's content, or `None` if it does not exist.
     async fn read(ctx: &Ctx, step: &str, path: &str) -> Result<Option<String>, FaultError> {
-        let out = ctx.probe(step, Cmd::shell(format!("test -f {p} && cat {p}", p = shell_words::quote(path)))).await?;
+        let out = ctx.probe(step, Cmd::shell(format!("test -f {p} && cat {p}", p = shell_words::quote(path))).asks(NODE_FILE)).await?;
         Ok(out.success().then_some(out.stdout))
     }
 
@@ -170,6 +176,7 @@ impl CpuCount {
             dir = TESTBED_KUBELET_LOG.rsplit_once('/').map_or("", |(d, _)| d),
             node = shell_words::quote(node),
         ))
+        .asks(KUBELET_LOG)
     }
 }
 
@@ -222,11 +229,11 @@ impl Fault for CpuCount {
 
     /// A plan's node: 2 CPUs online, no flags file or checkpoint yet, and a kubelet whose log has the
     /// CPU manager's complaint once it restarts (a placeholder line, as a plan reads no log).
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         vec![
-            ("cat /sys/devices/system/cpu/online", Output::ok("0-1\n")),
-            ("test -f ", Output::failed(1)),
-            ("Failed to start ContainerManager", Output::ok(format!("<the kubelet's log line that says {KUBELET_ERROR:?}>\n"))),
+            (ONLINE_CPUS, Output::ok("0-1\n")),
+            (NODE_FILE, Output::failed(1)),
+            (KUBELET_LOG, Output::ok(format!("<the kubelet's log line that says {KUBELET_ERROR:?}>\n"))),
         ]
     }
 
@@ -271,7 +278,7 @@ impl Fault for CpuCount {
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("resize")?;
         let state = Self::state(ctx);
-        let online = ctx.run("read-online-cpus", Cmd::new(["cat", "/sys/devices/system/cpu/online"])).await?;
+        let online = ctx.run("read-online-cpus", Cmd::new(["cat", "/sys/devices/system/cpu/online"]).asks(ONLINE_CPUS)).await?;
         let now = count_cpu_list(&online.stdout).ok_or_else(|| FaultError::Check {
             step: "read-online-cpus".into(),
             message: format!("cannot read a CPU list from {:?}", online.stdout.trim()),

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Probe, Presence};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -39,6 +39,9 @@ pub fn replace(gateway: &str, device: &str) -> Cmd {
     Cmd::new(["ip", "route", "replace", "default", "via", gateway, "dev", device])
 }
 
+/// What `ip route show default` asks: the node's default route (a plan answers it).
+const DEFAULT_ROUTE: Ask = Ask("default-route");
+
 /// Gateway and device of the first `default via G dev D ...` line of `ip route show default`.
 pub fn parse_default(text: &str) -> Option<(String, String)> {
     text.lines().find_map(|line| {
@@ -58,7 +61,7 @@ impl DefaultRoute {
         if let (Some(g), Some(d)) = (&p.gateway, &p.gateway_device) {
             return Ok((g.clone(), d.clone()));
         }
-        let out = ctx.run("read-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
+        let out = ctx.run("read-default-route", Cmd::new(["ip", "route", "show", "default"]).asks(DEFAULT_ROUTE)).await?;
         parse_default(&out.stdout).ok_or_else(|| FaultError::Check {
             step: "read-default-route".into(),
             message: format!("node {} has no `default via ... dev ...` route to take away: {:?}", ctx.node.name(), out.stdout.trim()),
@@ -88,9 +91,9 @@ impl Fault for DefaultRoute {
     // node's own, read from its profile or the node), and acts on no object of the workload's.
 
     /// A plan's node has a default route of placeholders (through the profile's device, if it names one).
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         let device = node.gateway_device.as_deref().unwrap_or("<device>");
-        vec![("ip route show default", Output::ok(format!("default via <gateway> dev {device}\n")))]
+        vec![(DEFAULT_ROUTE, Output::ok(format!("default via <gateway> dev {device}\n")))]
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
@@ -105,7 +108,7 @@ impl Fault for DefaultRoute {
 
     /// In place while the node has no default route.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
-        let out = ctx.run("check-default-route", Cmd::new(["ip", "route", "show", "default"])).await?;
+        let out = ctx.run("check-default-route", Cmd::new(["ip", "route", "show", "default"]).asks(DEFAULT_ROUTE)).await?;
         Ok(match out.stdout.trim() {
             "" => Presence::Present("the node has no default route".into()),
             route => Presence::Absent(format!("the node has {route:?}")),

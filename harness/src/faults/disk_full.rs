@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::image::{ImageConfig, ImageStream};
 use crate::node::NodeProfile;
 
@@ -116,8 +116,11 @@ impl Disk {
 
 /// Free space as root sees it: `stat -f` free blocks and block size.
 pub fn free_space(mountpoint: &str) -> Cmd {
-    Cmd::new(["stat", "-f", "-c", "%f %S", mountpoint])
+    Cmd::new(["stat", "-f", "-c", "%f %S", mountpoint]).asks(FREE_SPACE)
 }
+
+/// What [`free_space`] asks (a plan answers it).
+pub const FREE_SPACE: Ask = Ask("free-space");
 
 /// Parse `free-blocks block-size` into bytes.
 pub fn parse_free(text: &str) -> Option<(u64, u64)> {
@@ -310,8 +313,8 @@ impl Fault for DiskFull {
     }
 
     /// A plan's disk has 245000 free blocks of 4 KiB (about 957 MiB, the test bed's empty disk).
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        vec![("stat -f -c", Output::ok("245000 4096\n"))]
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
+        vec![(FREE_SPACE, Output::ok("245000 4096\n"))]
     }
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {

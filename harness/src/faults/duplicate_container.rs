@@ -28,13 +28,16 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Probe, Presence};
 use crate::node::NodeProfile;
-use crate::cmd::{shell_join, Cmd, Output};
+use crate::cmd::{shell_join, Ask, Cmd, Output};
 use crate::cri::{SandboxJson, SandboxListJson};
 
 /// The label the kubelet puts on every sandbox it creates, and finds them by.
 pub const KUBELET_UID_LABEL: &str = "io.kubernetes.pod.uid";
 /// The label faultlab puts on the duplicate, for the undo.
 pub const DUPLICATE_LABEL: &str = "faultlab.dev/duplicate-of";
+
+/// What the sandbox listing asks: the pod's sandboxes (a plan answers it).
+const POD_SANDBOXES: Ask = Ask("pod-sandboxes");
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -137,7 +140,7 @@ impl DuplicateContainer {
         // crictl matches these as regular expressions; Kubernetes names have only `.` to escape.
         let name = format!("^{}$", pod.name.replace('.', "\\."));
         let namespace = format!("^{}$", pod.namespace.replace('.', "\\."));
-        let out = ctx.run(step, ctx.node.profile.crictl(["pods", "--name", &name, "--namespace", &namespace, "-o", "json"])).await?;
+        let out = ctx.run(step, ctx.node.profile.crictl(["pods", "--name", &name, "--namespace", &namespace, "-o", "json"]).asks(POD_SANDBOXES)).await?;
         parse_list(step, &out.stdout)
     }
 
@@ -166,9 +169,9 @@ pub enum Step {
 #[async_trait]
 impl Fault for DuplicateContainer {
     /// A plan's runtime lists the pod's own sandbox and a duplicate, of placeholders.
-    fn plan_answers(&self, _node: &NodeProfile, namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, _node: &NodeProfile, namespace: &str) -> Vec<(Ask, Output)> {
         let pod = PodRef { name: "<pod>".into(), namespace: namespace.into(), uid: "<pod-uid>".into() };
-        vec![("pods --name", Output::ok(serde_json::to_string(&placeholder_list(&pod)).expect("serialises")))]
+        vec![(POD_SANDBOXES, Output::ok(serde_json::to_string(&placeholder_list(&pod)).expect("serialises")))]
     }
 
     /// A plan's workload has one pod, of placeholders.

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::registry::{self, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
-use crate::cmd::Output;
+use crate::cmd::{Ask, Output};
 use crate::node::NodeProfile;
 
 /// The registry host the wrong address names: `.invalid` is reserved never to resolve.
@@ -68,7 +68,7 @@ impl Fault for ImageAddressWrong {
         registry::check(&self.deployment)
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         registry::plan_answers(node)
     }
 

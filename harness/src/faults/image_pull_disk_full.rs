@@ -30,7 +30,7 @@ use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach, WorkloadRe
 use super::disk_full::{parse_free, Disk, DiskFull, KIND_DISK_MIB};
 use super::registry::{self, Registry, Spec};
 use crate::check::{range, Problem};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::gates::Target;
 use crate::node::NodeProfile;
 
@@ -48,8 +48,11 @@ const USABLE: &str = "usable() { dev=$(awk -v m=MP '$2 == m { d = $1 } END { pri
 
 /// `usable` of the disk at `mountpoint`, run.
 pub fn usable_free(mountpoint: &str) -> Cmd {
-    Cmd::shell(format!("{}; usable", USABLE.replace("MP", &shell_words::quote(mountpoint))))
+    Cmd::shell(format!("{}; usable", USABLE.replace("MP", &shell_words::quote(mountpoint)))).asks(USABLE_FREE)
 }
+
+/// What [`usable_free`] asks (a plan answers it).
+const USABLE_FREE: Ask = Ask("usable-free-space");
 
 /// The largest unused image's layer: enough to make room for any release this fault takes.
 const MAX_IMAGE_MIB: u64 = 64;
@@ -206,10 +209,10 @@ impl Fault for ImagePullDiskFull {
     }
 
     /// A plan's registry answers as a real one; its disk has 245000 free blocks of 4 KiB (about 957 MiB).
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         let mut answers = registry::plan_answers(node);
         answers.extend(registry::plan_filler_answers());
-        answers.push(("stat -f -c", Output::ok("245000 4096\n")));
+        answers.push((USABLE_FREE, Output::ok("245000 4096\n")));
         answers
     }
 

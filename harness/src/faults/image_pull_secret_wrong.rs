@@ -20,7 +20,7 @@ use serde_json::json;
 use super::registry::{self, Registry, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{dns_subdomain, Problem};
-use crate::cmd::Output;
+use crate::cmd::{Ask, Output};
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -89,7 +89,7 @@ impl Fault for ImagePullSecretWrong {
         p
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         registry::plan_answers(node)
     }
 

@@ -30,7 +30,7 @@ use serde_json::json;
 use super::registry::{self, Answer, Registry, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::{range, Problem};
-use crate::cmd::Output;
+use crate::cmd::{Ask, Output};
 use crate::node::NodeProfile;
 
 /// The tag of the new version the fault releases.
@@ -117,7 +117,7 @@ impl Fault for ImagePullSlow {
         problems
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         let mut answers = registry::plan_answers(node);
         answers.extend(registry::plan_filler_answers());
         answers

@@ -19,11 +19,15 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe, Reach};
 use crate::check::{range, Problem, SYSCTL_INT_MAX};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 
 pub const SYSCTL: &str = "fs.inotify.max_user_instances";
 const PROC_PATH: &str = "/proc/sys/fs/inotify/max_user_instances";
+
+// What the fault reads (a plan answers these): the instances root holds, and the limit.
+const INSTANCES: Ask = Ask("inotify-instances");
+const LIMIT: Ask = Ask("inotify-limit");
 
 fn default_value() -> u64 {
     65535
@@ -84,6 +88,7 @@ fn count_in(proc: &str) -> Cmd {
         "n=0; for p in {proc}/[0-9]*; do [ \"$(stat -c %u \"$p\" 2>/dev/null)\" = 0 ] || continue; \
          c=$(find \"$p/fd\" -lname 'anon_inode:inotify' 2>/dev/null | wc -l); n=$((n + c)); done; echo \"$n\""
     ))
+    .asks(INSTANCES)
 }
 
 fn number(step: &str, text: &str) -> Result<u64, FaultError> {
@@ -161,8 +166,8 @@ impl Fault for InotifyLimit {
     }
 
     /// A plan's node: root holds 6 instances, the limit is 128 (Debian's default).
-    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
-        vec![("anon_inode:inotify", Output::ok("6\n")), (PROC_PATH, Output::ok("128\n"))]
+    fn plan_answers(&self, _node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
+        vec![(INSTANCES, Output::ok("6\n")), (LIMIT, Output::ok("128\n"))]
     }
 
     /// Count the instances root holds before the workload exists (on kind: on the host, see `in_use`).
@@ -173,7 +178,7 @@ impl Fault for InotifyLimit {
 
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         self.refuse_bad_parameters("lower-limit")?;
-        let out = ctx.run("read-limit", Cmd::new(["cat", PROC_PATH])).await?;
+        let out = ctx.run("read-limit", Cmd::new(["cat", PROC_PATH]).asks(LIMIT)).await?;
         let original = number("read-limit", &out.stdout)?;
         ctx.undo_on_node(&format!("restore {SYSCTL}={original}"), set(original))?;
         let in_use = match ctx.kept::<u64>(BASELINE) {
@@ -212,7 +217,7 @@ impl Fault for InotifyLimit {
 
     /// In place while the limit is below the value the fix sets.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
-        let out = ctx.run("check-limit", Cmd::new(["cat", PROC_PATH])).await?;
+        let out = ctx.run("check-limit", Cmd::new(["cat", PROC_PATH]).asks(LIMIT)).await?;
         let limit = number("check-limit", &out.stdout)?;
         Ok(if limit < self.value {
             Presence::Present(format!("{SYSCTL} is {limit}, below {}", self.value))

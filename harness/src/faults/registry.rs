@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::api::{Ctx, FaultError};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::journal::Undo;
 use crate::node::{ContainerdConfig, RegistryProfile, Setting};
 
@@ -54,6 +54,12 @@ pub const BACKEND_PORT: u16 = 5446;
 /// registry-rate-limited's: a port of its own, so that the two scenarios behind nginx can run side by
 /// side on two nodes of the test bed (each node's registry listens on its own address).
 pub const RATE_LIMITED_BACKEND_PORT: u16 = 5447;
+
+// What the registry's commands read (a plan answers these): the status of `GET /v2/` (is it up?), and
+// an image's manifest and config read back from the registry.
+const PING: Ask = Ask("registry-ping");
+const MANIFEST: Ask = Ask("registry-manifest");
+const IMAGE_CONFIG: Ask = Ask("registry-image-config");
 
 /// The lines of `ss -Htln` output whose listener takes `listen` (`address:port`): one on that address,
 /// or on every address (`0.0.0.0`, `*`, `[::]`). Another node's registry on the same port at its own
@@ -436,6 +442,7 @@ impl Registry {
         Cmd::new(["curl", "-sS", "--max-time", "3", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
             .args([self.file(&format!("{ca}.crt")), format!("https://{}/v2/", self.front_listen())])
             .timeout(Duration::from_secs(10))
+            .asks(PING)
     }
 
     /// Write `text` to `name` in the registry's directory.
@@ -678,11 +685,11 @@ impl Registry {
     pub async fn push_with_filler(&self, ctx: &Ctx, step: &str, tag: &str, seed: &str, size: usize) -> Result<String, FaultError> {
         let accept = format!("Accept: {DOCKER_MANIFEST}, {OCI_MANIFEST}");
         let tag_of = REPOSITORY.rsplit(':').next().unwrap_or("1");
-        let read = ctx.run_on_host(step, self.curl("GET", &format!("manifests/{tag_of}"), &["-H", &accept])).await?;
+        let read = ctx.run_on_host(step, self.curl("GET", &format!("manifests/{tag_of}"), &["-H", &accept]).asks(MANIFEST)).await?;
         let bad = |what: &str, e: String| FaultError::Check { step: step.into(), message: format!("the registry's {what} of {}: {e}", self.image()) };
         let manifest: serde_json::Value = serde_json::from_str(&read.stdout).map_err(|e| bad("manifest", e.to_string()))?;
         let config_digest = manifest["config"]["digest"].as_str().ok_or_else(|| bad("manifest", format!("no config digest (is it an index of several platforms?): {}", read.stdout)))?;
-        let read = ctx.run_on_host(step, self.curl("GET", &format!("blobs/{config_digest}"), &["-L"])).await?;
+        let read = ctx.run_on_host(step, self.curl("GET", &format!("blobs/{config_digest}"), &["-L"]).asks(IMAGE_CONFIG)).await?;
         let config: serde_json::Value = serde_json::from_str(&read.stdout).map_err(|e| bad("configuration", e.to_string()))?;
         let filler = filler_layer(seed, size);
         let larger = larger_image(&manifest, &config, &filler).map_err(|e| bad("manifest", e))?;
@@ -995,7 +1002,7 @@ pub fn larger_image(manifest: &serde_json::Value, config: &serde_json::Value, fi
 
 /// What a plan's host answers for [`Registry::push_with_filler`]: a manifest of one layer and its
 /// configuration, as distribution sends them.
-pub fn plan_filler_answers() -> Vec<(&'static str, Output)> {
+pub fn plan_filler_answers() -> Vec<(Ask, Output)> {
     let config = json!({"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", "b".repeat(64))]}});
     let manifest = json!({
         "schemaVersion": 2,
@@ -1003,7 +1010,7 @@ pub fn plan_filler_answers() -> Vec<(&'static str, Output)> {
         "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 180, "digest": format!("sha256:{}", "c".repeat(64))},
         "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 1_000_000, "digest": format!("sha256:{}", "b".repeat(64))}]
     });
-    vec![("/manifests/1", Output::ok(manifest.to_string())), ("/blobs/sha256:", Output::ok(config.to_string()))]
+    vec![(MANIFEST, Output::ok(manifest.to_string())), (IMAGE_CONFIG, Output::ok(config.to_string()))]
 }
 
 /// The shell of [`Registry::upload`]: `$1` the CA, `$2` `https://host:port`, `$3` the repository, `$4` the
@@ -1028,11 +1035,11 @@ pub fn common_name(name: &str) -> String {
     chars[chars.len().saturating_sub(64)..].iter().collect()
 }
 
-/// What a plan's host answers for a registry: nothing missing, the port free, `GET /v2/` 200.
-pub fn plan_answers(node: &crate::node::NodeProfile) -> Vec<(&'static str, Output)> {
+/// What a plan's host answers for a registry: nothing missing, the port free, `GET /v2/` 200, and the
+/// node's containerd config reading the hosts directory faultlab writes.
+pub fn plan_answers(node: &crate::node::NodeProfile) -> Vec<(Ask, Output)> {
     let config = format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"{}\"\n", node.registry.as_ref().map_or("/etc/containerd/certs.d", |r| r.hosts_dir.as_str()));
-    let check = format!("REF TYPE DIGEST STATUS SIZE UNPACKED\n{} application/vnd.docker.distribution.manifest.v2+json sha256:<digest> complete (2/2) 2.1 MiB/2.1 MiB true\n", node.images.busybox);
-    vec![("%{http_code}", Output::ok("200")), ("cat -- ", Output::ok(config)), ("images check", Output::ok(check))]
+    vec![(PING, Output::ok("200")), (super::api::CONTAINERD_CONFIG, Output::ok(config))]
 }
 
 #[cfg(test)]
@@ -1065,8 +1072,8 @@ mod tests {
     #[tokio::test]
     async fn the_login_is_never_on_a_command_line() {
         let (ctx, fake) = crate::faults::testing::ctx();
-        for c in plan_answers(&ctx.node.profile) {
-            fake.respond(c.0, c.1);
+        for (ask, output) in plan_answers(&ctx.node.profile) {
+            fake.answer(ask, output);
         }
         let reg = Registry::of(&ctx, Spec::main(true)).unwrap();
         reg.push(&ctx, "push-image").await.unwrap();

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::registry::{self, Registry, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence};
 use crate::check::Problem;
-use crate::cmd::Output;
+use crate::cmd::{Ask, Output};
 use crate::node::NodeProfile;
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -56,7 +56,7 @@ impl Fault for RegistryRateLimited {
         registry::check(&self.deployment)
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         registry::plan_answers(node)
     }
 

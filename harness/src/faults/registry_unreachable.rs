@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::registry::{self, Registry, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::check::Problem;
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::{NodeProfile, RegistryProfile};
 
 /// The comment of the fault's rule: the undo and the footprint find it by it.
@@ -72,7 +72,7 @@ impl Fault for RegistryUnreachable {
         registry::check(&self.deployment)
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         registry::plan_answers(node)
     }
 

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::registry::{self, Registry, Spec};
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
 use crate::check::Problem;
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::NodeProfile;
 
 /// Where Debian and Ubuntu take local CAs from (the document's Ubuntu path).
@@ -83,6 +83,10 @@ pub fn install_ca(endpoint: &str, file: &str) -> Cmd {
 
 /// How long an update of the node's CA store may take: update-ca-certificates rehashes every CA, which
 /// took over a minute on the emulated arm64 node (QEMU TCG).
+// What the fault reads (a plan answers these): the renewed CA, and whether the node's bundle has it.
+const RENEWED_CA_PEM: Ask = Ask("renewed-ca");
+const TRUSTED: Ask = Ask("bundle-has-ca");
+
 const UPDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Remove the file and the link update-ca-certificates made to it from the store, and update the store
@@ -115,12 +119,12 @@ impl Fault for RegistryX509 {
         registry::check(&self.deployment)
     }
 
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         // The last answer whose needle a command holds is its answer: the registry's (`cat -- ` of
         // containerd's config) after the CA's `cat `.
         let mut answers = vec![
-            ("cat ", Output::ok("-----BEGIN CERTIFICATE-----\n<the renewed CA>\n-----END CERTIFICATE-----\n")),
-            ("grep -c -F", Output::ok("0\n")),
+            (RENEWED_CA_PEM, Output::ok("-----BEGIN CERTIFICATE-----\n<the renewed CA>\n-----END CERTIFICATE-----\n")),
+            (TRUSTED, Output::ok("0\n")),
         ];
         answers.extend(registry::plan_answers(node));
         answers
@@ -147,11 +151,11 @@ impl Fault for RegistryX509 {
     /// In place while the node's CA bundle lacks the CA that signed the registry's certificate.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let reg = Registry::of(ctx, Spec::main(false))?;
-        let pem = ctx.run_on_host("read-ca", Cmd::new(["cat", &reg.dir.join(format!("{RENEWED_CA}.crt")).display().to_string()])).await?.stdout;
+        let pem = ctx.run_on_host("read-ca", Cmd::new(["cat", &reg.dir.join(format!("{RENEWED_CA}.crt")).display().to_string()]).asks(RENEWED_CA_PEM)).await?.stdout;
         let Some(line) = fingerprint_line(&pem) else {
             return Ok(Presence::Unknown);
         };
-        let out = ctx.probe("check-trust", Cmd::new(["grep", "-c", "-F", &line, BUNDLE])).await?;
+        let out = ctx.probe("check-trust", Cmd::new(["grep", "-c", "-F", &line, BUNDLE]).asks(TRUSTED)).await?;
         Ok(if out.stdout.trim().parse::<u32>().unwrap_or(0) == 0 {
             Presence::Present(format!("the node's CA bundle {BUNDLE} lacks the CA that signed {}'s certificate", reg.endpoint()))
         } else {

@@ -27,7 +27,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::api::{Ctx, Fault, FaultError, Fix, Presence, Probe};
-use crate::cmd::{Cmd, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::node::runtime::PICK_CONTAINERD;
 use crate::node::NodeProfile;
 
@@ -35,6 +35,11 @@ use crate::node::NodeProfile;
 pub const ASIDE: &str = ".runc.faultlab-aside";
 
 /// containerd's PATH when its environment has none (systemd's default for services).
+// What the fault reads on the node (a plan answers these): where containerd takes runc from, and
+// what a runc says of its version.
+const RUNC_PATH: Ask = Ask("containerds-runc");
+const RUNC_VERSION: Ask = Ask("runc-version");
+
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -96,7 +101,7 @@ for d in $p; do
 done
 echo "no $name on containerd's PATH ($p)" >&2; exit 1"#
     );
-    script(&text, &[config, binary.unwrap_or_default()])
+    script(&text, &[config, binary.unwrap_or_default()]).asks(RUNC_PATH)
 }
 
 /// Check the foreign runc before anything changes: a regular file that is not the node's runc itself,
@@ -139,7 +144,7 @@ rm -f -- "$1" && mv -- "$3" "$1""#,
 
 /// Whether the runc in place starts: `--version`, its status and first line.
 fn try_runc(p: &Part) -> Cmd {
-    script(r#"out=$("$1" --version 2>&1); s=$?; printf '%s %s\n' "$s" "$(printf '%s' "$out" | head -n 1)""#, &[&p.path])
+    script(r#"out=$("$1" --version 2>&1); s=$?; printf '%s %s\n' "$s" "$(printf '%s' "$out" | head -n 1)""#, &[&p.path]).asks(RUNC_VERSION)
 }
 
 #[async_trait]
@@ -148,9 +153,9 @@ impl Fault for RuntimePartsMismatch {
 
     /// A plan's node: runc where the platform has it (the test bed's node link; Debian's on a kind node),
     /// running.
-    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(&'static str, Output)> {
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
         let runc = if node.netns.is_some() { "/var/lib/faultlab/testbed/runtime/runc\n" } else { "/usr/sbin/runc\n" };
-        vec![("name=${2:-runc}", Output::ok(runc)), ("--version 2>&1", Output::ok("0 runc version 1.1.5+ds1\n"))]
+        vec![(RUNC_PATH, Output::ok(runc)), (RUNC_VERSION, Output::ok("0 runc version 1.1.5+ds1\n"))]
     }
 
     /// The node's runc moved aside, in every platform's runc directory: Debian's, kind's and the test

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{NodeAccess, NodeProfile};
-use crate::cmd::{self, Cmd, CmdError, Output};
+use crate::cmd::{self, Ask, Cmd, CmdError, Output};
 use crate::record::{Recorder, Work};
 
 /// Runs host argv. The real one spawns processes; a plan's answers from a script (tests' records them).
@@ -40,35 +40,33 @@ impl Executor for TimedExecutor {
     }
 }
 
-/// The answer of a script for `argv`: the last `(needle, output)` whose needle is in its shell line,
-/// else success with no output; a failure is an error unless `allow_failure`, as from a real command.
-fn scripted_answer<'a>(script: impl DoubleEndedIterator<Item = (&'a str, &'a Output)>, argv: &[String], allow_failure: bool) -> Result<Output, CmdError> {
-    let line = cmd::shell_join(argv);
-    let answer = script.rev().find(|(needle, _)| line.contains(needle)).map(|(_, o)| o.clone()).unwrap_or_default();
+/// A scripted output as a real command's: a failure is an error unless `allow_failure`.
+fn as_from_a_command(answer: Output, argv: &[String], allow_failure: bool) -> Result<Output, CmdError> {
     if answer.success() || allow_failure {
         Ok(answer)
     } else {
-        Err(CmdError::Failed { line, status: answer.status, stdout: answer.stdout, stderr: answer.stderr })
+        Err(CmdError::Failed { line: cmd::shell_join(argv), status: answer.status, stdout: answer.stdout, stderr: answer.stderr })
     }
 }
 
-/// A plan's executor: runs nothing, and answers each command from a script (a fault's plan answers:
-/// a substring of the command line and its output; the last match wins, and by default a command
-/// succeeds with no output).
+/// A plan's executor: runs nothing, and answers each command by what it asks ([`Ask`], a fault's plan
+/// answers; the last answer for an ask wins). A command that asks nothing, or nothing the script
+/// answers, succeeds with no output.
 pub struct ScriptedExecutor {
-    script: Vec<(&'static str, Output)>,
+    script: Vec<(Ask, Output)>,
 }
 
 impl ScriptedExecutor {
-    pub fn new(script: Vec<(&'static str, Output)>) -> Self {
+    pub fn new(script: Vec<(Ask, Output)>) -> Self {
         ScriptedExecutor { script }
     }
 }
 
 #[async_trait]
 impl Executor for ScriptedExecutor {
-    async fn run(&self, argv: &[String], _cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
-        scripted_answer(self.script.iter().map(|(n, o)| (*n, o)), argv, allow_failure)
+    async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+        let answer = cmd.ask.and_then(|ask| self.script.iter().rev().find(|(a, _)| *a == ask)).map(|(_, o)| o.clone()).unwrap_or_default();
+        as_from_a_command(answer, argv, allow_failure)
     }
 }
 
@@ -78,6 +76,7 @@ impl Executor for ScriptedExecutor {
 pub struct FakeExecutor {
     pub calls: Mutex<Vec<Vec<String>>>,
     script: Mutex<Vec<(String, Output)>>,
+    asked: Mutex<Vec<(Ask, Output)>>,
 }
 
 #[cfg(test)]
@@ -91,6 +90,11 @@ impl FakeExecutor {
         self.script.lock().unwrap().push((needle.to_owned(), output));
     }
 
+    /// Answer commands that ask `ask` with `output`, as a plan does (before any needle).
+    pub fn answer(&self, ask: Ask, output: Output) {
+        self.asked.lock().unwrap().push((ask, output));
+    }
+
     /// Every recorded call as a shell line.
     pub fn lines(&self) -> Vec<String> {
         self.calls.lock().unwrap().iter().map(|a| cmd::shell_join(a)).collect()
@@ -100,10 +104,12 @@ impl FakeExecutor {
 #[cfg(test)]
 #[async_trait]
 impl Executor for FakeExecutor {
-    async fn run(&self, argv: &[String], _cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
+    async fn run(&self, argv: &[String], cmd: &Cmd, allow_failure: bool) -> Result<Output, CmdError> {
         self.calls.lock().unwrap().push(argv.to_vec());
-        let script = self.script.lock().unwrap();
-        scripted_answer(script.iter().map(|(n, o)| (n.as_str(), o)), argv, allow_failure)
+        let line = cmd::shell_join(argv);
+        let asked = cmd.ask.and_then(|ask| self.asked.lock().unwrap().iter().rev().find(|(a, _)| *a == ask).map(|(_, o)| o.clone()));
+        let answer = asked.or_else(|| self.script.lock().unwrap().iter().rev().find(|(needle, _)| line.contains(needle.as_str())).map(|(_, o)| o.clone())).unwrap_or_default();
+        as_from_a_command(answer, argv, allow_failure)
     }
 }
 

@@ -331,7 +331,7 @@ impl NodeProfile {
             self.containerd.namespace.clone(),
         ];
         argv.extend(args.into_iter().map(Into::into));
-        Cmd { argv, timeout: DEFAULT_TIMEOUT, stdin: None }
+        Cmd { argv, timeout: DEFAULT_TIMEOUT, stdin: None, ask: None }
     }
 
     pub fn restart_kubelet(&self) -> Cmd {

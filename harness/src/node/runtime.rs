@@ -504,8 +504,11 @@ const PROC_CGROUP_MARK: &str = "@@faultlab proc-cgroup";
 /// /sys, without the cgroup mounts: there the type reads `sysfs` and the process's own cgroups decide
 /// (see [`parse_cgroup`]).
 pub fn cgroup_command() -> Cmd {
-    Cmd::new(["sh".to_string(), "-c".into(), cgroup_script()])
+    Cmd::new(["sh".to_string(), "-c".into(), cgroup_script()]).asks(ASK_CGROUP)
 }
+
+/// What [`cgroup_command`] asks (for a plan's answer).
+pub const ASK_CGROUP: crate::cmd::Ask = crate::cmd::Ask("cgroup");
 
 fn cgroup_script() -> String {
     format!("stat -fc %T /sys/fs/cgroup 2>&1; echo; echo '{PROC_CGROUP_MARK}'; cat /proc/self/cgroup 2>&1; exit 0")

@@ -25,6 +25,19 @@ use crate::kube_ops::Kube;
 use crate::node::{runtime, CgroupVersion, ContainerdProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile};
 use crate::record::{Channel, Recorder};
 
+// What the provider's host commands ask, for a plan's answers ([`Kind::plan_answers`]).
+const ASK_DOCKER_PING: cmd::Ask = cmd::Ask("docker-ping");
+const ASK_DOCKER_ROOT: cmd::Ask = cmd::Ask("docker-root");
+const ASK_IMAGE_LABELS: cmd::Ask = cmd::Ask("node-image-labels");
+const ASK_KIND_CLUSTERS: cmd::Ask = cmd::Ask("kind-clusters");
+const ASK_NODE_IMAGE: cmd::Ask = cmd::Ask("existing-node-image");
+const ASK_NODE_IMAGES: cmd::Ask = cmd::Ask("node-images");
+const ASK_HOST_IMAGE_ID: cmd::Ask = cmd::Ask("host-image-id");
+const ASK_KIND_NODES: cmd::Ask = cmd::Ask("kind-nodes");
+const ASK_NETWORK_GATEWAY: cmd::Ask = cmd::Ask("kind-network-gateway");
+const ASK_NODE_CONTAINERS: cmd::Ask = cmd::Ask("node-containers");
+const ASK_NODE_LABELS: cmd::Ask = cmd::Ask("node-container-labels");
+
 /// kind's label on node containers.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 /// Every cluster faultlab creates is named with this prefix.
@@ -487,7 +500,7 @@ impl Kind {
         let node = cluster.nodes.first().ok_or_else(|| ProviderError::Platform { message: "the cluster lists no node to read the cgroup version on".into() })?;
         let access = node.access().unwrap_or_else(|| NodeAccess::Docker { container: node.name.clone() });
         let cmd = runtime::cgroup_command();
-        let out = self.host.run(rec, access.wrap(&cmd), NodeAccess::host_timeout(&cmd)).await.map_err(|source| ProviderError::ReadCgroup { node: node.name.clone(), source })?;
+        let out = self.host.run(rec, Cmd::new(access.wrap(&cmd)).timeout(NodeAccess::host_timeout(&cmd)).asks(runtime::ASK_CGROUP)).await.map_err(|source| ProviderError::ReadCgroup { node: node.name.clone(), source })?;
         runtime::parse_cgroup(&out.stdout).map_err(|source| ProviderError::CgroupVersion { node: node.name.clone(), source })
     }
 
@@ -606,7 +619,7 @@ impl Kind {
         if need == 0 {
             return Ok(());
         }
-        let out = self.host.run(rec, docker_root_argv(), Duration::from_secs(30)).await.map_err(|source| ProviderError::DockerRoot { source })?;
+        let out = self.host.run(rec, Cmd::new(docker_root_argv()).timeout(Duration::from_secs(30)).asks(ASK_DOCKER_ROOT)).await.map_err(|source| ProviderError::DockerRoot { source })?;
         let root = PathBuf::from(out.stdout.trim());
         if !root.is_absolute() {
             return Err(ProviderError::HostDisk { message: format!("Docker named {:?} as its root directory, which is not an absolute path", out.stdout.trim()) });
@@ -627,7 +640,7 @@ impl Kind {
 
     async fn read_labels_of(&self, image: &str, rec: &Recorder) -> Result<(), ProviderError> {
         let image = image.to_string();
-        match self.host.run(rec, inspect_labels_argv(&image), Duration::from_secs(30)).await {
+        match self.host.run(rec, Cmd::new(inspect_labels_argv(&image)).timeout(Duration::from_secs(30)).asks(ASK_IMAGE_LABELS)).await {
             Ok(out) => {
                 let info = NodeImage::from_labels_json(&image, &out.stdout)?;
                 if !info.images.is_empty() || info.crictl.is_some() {
@@ -653,17 +666,17 @@ impl Kind {
         if (KindNeeds { host_disk_mib: 0, ..self.needs.clone() }) != (KindNeeds { host_disk_mib: 0, ..common }) {
             return Err(ProviderError::RefusedOnExisting { name: self.name.clone(), why: "this scenario's fault needs a cluster made for it (containerd or kubelet settings, a CNI of its own, or a disk of containerd's own), and faultlab changes nothing of how a cluster of yours was made: run it without --cluster, on a cluster faultlab makes".into() });
         }
-        let listed = self.host.run(rec, vec!["kind".into(), "get".into(), "clusters".into()], Duration::from_secs(60)).await.map_err(|source| ProviderError::ListClusters { source })?;
+        let listed = self.host.run(rec, Cmd::new(["kind", "get", "clusters"]).timeout(Duration::from_secs(60)).asks(ASK_KIND_CLUSTERS)).await.map_err(|source| ProviderError::ListClusters { source })?;
         if !listed.stdout.lines().any(|l| l.trim() == self.name) {
             let known: Vec<&str> = listed.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             return Err(ProviderError::NoSuchCluster { name: self.name.clone(), known: if known.is_empty() { "none".to_string() } else { known.join(", ") } });
         }
         let argv = vec!["kind".into(), "get".into(), "kubeconfig".into(), "--name".into(), self.name.clone()];
-        let kubeconfig = self.host.run(rec, argv, Duration::from_secs(60)).await.map_err(|e| refuse(format!("reading its kubeconfig: {e}")))?;
+        let kubeconfig = self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(60))).await.map_err(|e| refuse(format!("reading its kubeconfig: {e}")))?;
         self.host.write(&self.kubeconfig(), &kubeconfig.stdout)?;
         let control_plane = format!("{}-control-plane", self.name);
         let argv = vec!["docker".into(), "inspect".into(), "--format".into(), "{{.Config.Image}}".into(), control_plane.clone()];
-        let image = self.host.run(rec, argv, Duration::from_secs(30)).await.map_err(|e| refuse(format!("reading the image of its node {control_plane}: {e}")))?;
+        let image = self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(30)).asks(ASK_NODE_IMAGE)).await.map_err(|e| refuse(format!("reading the image of its node {control_plane}: {e}")))?;
         self.read_labels_of(image.stdout.trim(), rec).await?;
         let mut cluster = self.cluster();
         cluster.nodes = self.nodes(&cluster, rec).await?;
@@ -683,19 +696,18 @@ impl Kind {
     /// What a plan's host answers: the node container kind will make, Docker's root, an image
     /// without labels of ours (kindest/node) whose nodes hold its own images, and no workload image in
     /// this machine's Docker (the kubelet pulls it).
-    pub fn plan_answers(&self) -> Vec<(&'static str, cmd::Output)> {
+    pub fn plan_answers(&self) -> Vec<(cmd::Ask, cmd::Output)> {
         let node = format!("{}-control-plane\n", self.name);
         let missing = cmd::Output { status: 1, stdout: String::new(), stderr: "Error: No such image\n".into() };
         vec![
-            ("docker ps --filter", cmd::Output::ok(node)),
-            ("docker info", cmd::Output::ok("/var/lib/docker\n")),
-            ("docker image inspect", cmd::Output::ok("null\n")),
-            ("{{.Id}}", missing),
-            ("images ls -q", cmd::Output::ok("registry.k8s.io/pause:3.10\n")),
-            ("docker network inspect", cmd::Output::ok("<kind-network-gateway>\n")),
-            // A cluster of the user's (--cluster): there, and running the image its nodes run.
-            ("kind get clusters", cmd::Output::ok(format!("{}\n", self.name))),
-            ("{{.Config.Image}}", cmd::Output::ok("<its node image>\n")),
+            (ASK_KIND_NODES, cmd::Output::ok(node)),
+            (ASK_DOCKER_ROOT, cmd::Output::ok("/var/lib/docker\n")),
+            (ASK_IMAGE_LABELS, cmd::Output::ok("null\n")),
+            (ASK_HOST_IMAGE_ID, missing),
+            (ASK_NODE_IMAGES, cmd::Output::ok("registry.k8s.io/pause:3.10\n")),
+            (ASK_NETWORK_GATEWAY, cmd::Output::ok("<kind-network-gateway>\n")),
+            (ASK_KIND_CLUSTERS, cmd::Output::ok(format!("{}\n", self.name))),
+            (ASK_NODE_IMAGE, cmd::Output::ok("<its node image>\n")),
         ]
     }
 
@@ -731,14 +743,14 @@ impl Kind {
         for node in nodes {
             let access = crate::node::NodeAccess::Docker { container: node.clone() };
             let list = access.wrap(&Cmd::new(["ctr", "-n", "k8s.io", "images", "ls", "-q"]));
-            let out = self.host.run(rec, list, Duration::from_secs(60)).await.map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })?;
+            let out = self.host.run(rec, Cmd::new(list).timeout(Duration::from_secs(60)).asks(ASK_NODE_IMAGES)).await.map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })?;
             listings.push(out.stdout);
         }
         let missing = images_missing(&wanted, &listings);
         let mut load = Vec::new();
         for image in missing {
             let inspect = vec!["docker".to_string(), "image".into(), "inspect".into(), "--format".into(), "{{.Id}}".into(), image.clone()];
-            match self.host.run(rec, inspect, Duration::from_secs(30)).await {
+            match self.host.run(rec, Cmd::new(inspect).timeout(Duration::from_secs(30)).asks(ASK_HOST_IMAGE_ID)).await {
                 Ok(_) => load.push(image),
                 Err(_) => rec.push(Channel::Note, format!("workload image {image} is on no node and not in this machine's Docker: the kubelet pulls it")),
             }
@@ -750,7 +762,7 @@ impl Kind {
         let mut argv: Vec<String> = vec!["kind".into(), "load".into(), "docker-image".into()];
         argv.extend(load);
         argv.extend(["--name".into(), self.name.clone()]);
-        self.host.run(rec, argv, Duration::from_secs(300)).await.map(drop).map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })
+        self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(300))).await.map(drop).map_err(|source| ProviderError::LoadImages { name: self.name.clone(), source })
     }
 
     /// Run the bootstrap commands on every node as soon as the node containers exist.
@@ -760,7 +772,7 @@ impl Kind {
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
         let nodes = loop {
-            let out = self.host.run(rec, self.node_list_argv(), Duration::from_secs(30)).await;
+            let out = self.host.run(rec, Cmd::new(self.node_list_argv()).timeout(Duration::from_secs(30)).asks(ASK_KIND_NODES)).await;
             let names: Vec<String> = out.map(|o| o.stdout.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect()).unwrap_or_default();
             if !names.is_empty() {
                 break names;
@@ -774,7 +786,7 @@ impl Kind {
             let access = crate::node::NodeAccess::Docker { container: node.clone() };
             for c in &self.needs.node_bootstrap {
                 let argv = access.wrap(c);
-                self.host.run(rec, argv, c.timeout + Duration::from_secs(15))
+                self.host.run(rec, Cmd::new(argv).timeout(c.timeout + Duration::from_secs(15)))
                     .await
                     .map_err(|source| ProviderError::Create { name: self.name.clone(), source })?;
             }
@@ -865,7 +877,7 @@ impl Provider for Kind {
         argv.push("--retain".into());
         // kind creates; meanwhile the bootstrap readies each node (for example a local-only sandbox tag).
         // Whichever fails first ends the other (its processes are killed with their process group).
-        let create = self.host.run(rec, argv, Duration::from_secs(600));
+        let create = self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(600)));
         let boot = self.bootstrap_nodes(rec);
         tokio::pin!(create, boot);
         let outcome: Result<(), ProviderError> = tokio::select! {
@@ -919,7 +931,7 @@ impl Provider for Kind {
     async fn nodes(&self, _cluster: &Cluster, rec: &Recorder) -> Result<Vec<NodeProfile>, ProviderError> {
         let out = self
             .host
-            .run(rec, self.node_list_argv(), Duration::from_secs(30))
+            .run(rec, Cmd::new(self.node_list_argv()).timeout(Duration::from_secs(30)).asks(ASK_KIND_NODES))
             .await
             .map_err(|source| ProviderError::ListNodes { name: self.name.clone(), source })?;
         let mut names: Vec<String> = out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
@@ -930,7 +942,7 @@ impl Provider for Kind {
         // Where a scenario's registry listens: without a gateway (a network of another driver), the
         // nodes have no registry, and scenarios that need one say so.
         if self.network_gateway.get().is_none() {
-            if let Ok(out) = self.host.run(rec, network_gateway_argv(&network_name()), Duration::from_secs(30)).await {
+            if let Ok(out) = self.host.run(rec, Cmd::new(network_gateway_argv(&network_name())).timeout(Duration::from_secs(30)).asks(ASK_NETWORK_GATEWAY)).await {
                 if let Some(gateway) = ipv4_gateway(&out.stdout) {
                     let _ = self.network_gateway.set(gateway);
                 }
@@ -940,9 +952,9 @@ impl Provider for Kind {
     }
 
     async fn collect_logs(&self, _cluster: &Cluster, dir: &Path, rec: &Recorder) -> Result<(), ProviderError> {
-        let argv = vec!["kind".into(), "export".into(), "logs".into(), dir.display().to_string(), "--name".into(), self.name.clone()];
+        let argv = ["kind".into(), "export".into(), "logs".into(), dir.display().to_string(), "--name".into(), self.name.clone()];
         self.host
-            .run(rec, argv, Duration::from_secs(300))
+            .run(rec, Cmd::new(argv).timeout(Duration::from_secs(300)))
             .await
             .map(|_| ())
             .map_err(|source| ProviderError::ExportLogs { name: self.name.clone(), source })
@@ -960,7 +972,7 @@ impl Provider for Kind {
         }
         let argv = delete_argv(&self.name, Some(&self.kubeconfig()));
         self.host
-            .run(rec, argv, Duration::from_secs(300))
+            .run(rec, Cmd::new(argv).timeout(Duration::from_secs(300)))
             .await
             .map_err(|source| ProviderError::Delete { name: self.name.clone(), source })?;
         // The composed config, the kubeconfig and the owner file go with the cluster.
@@ -1036,12 +1048,12 @@ pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) 
     if !host.has("docker") || !host.has("kind") {
         return out;
     }
-    if let Err(e) = host.run(rec, docker_ping_argv(), Duration::from_secs(30)).await {
+    if let Err(e) = host.run(rec, Cmd::new(docker_ping_argv()).timeout(Duration::from_secs(30)).asks(ASK_DOCKER_PING)).await {
         let why = e.to_string().lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();
         out.unchecked = Some(format!("Docker does not answer ({why}): no kind cluster was looked for"));
         return out;
     }
-    let ids = match host.run(rec, node_containers_argv(), Duration::from_secs(30)).await {
+    let ids = match host.run(rec, Cmd::new(node_containers_argv()).timeout(Duration::from_secs(30)).asks(ASK_NODE_CONTAINERS)).await {
         Ok(o) => o.stdout.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
         Err(source) => {
             out.errors.push(ProviderError::ListClusters { source });
@@ -1053,7 +1065,7 @@ pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) 
     }
     let mut inspect: Vec<String> = vec!["docker".into(), "inspect".into(), "--format".into(), inspect_format()];
     inspect.extend(ids);
-    let listing = match host.run(rec, inspect, Duration::from_secs(30)).await {
+    let listing = match host.run(rec, Cmd::new(inspect).timeout(Duration::from_secs(30)).asks(ASK_NODE_LABELS)).await {
         Ok(o) => o.stdout,
         Err(source) => {
             out.errors.push(ProviderError::ListClusters { source });
@@ -1068,7 +1080,7 @@ pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) 
                 continue;
             }
         }
-        match host.run(rec, delete_argv(&name, None), Duration::from_secs(300)).await {
+        match host.run(rec, Cmd::new(delete_argv(&name, None)).timeout(Duration::from_secs(300))).await {
             Ok(_) => {
                 host.remove_dir_all(&run_dir(&name));
                 out.deleted.push(name)
@@ -1301,7 +1313,7 @@ mod tests {
                 send.send_response(Response::builder().status(200).body(Body::from(serde_json::to_vec(&list).unwrap())).unwrap());
             });
             let mut k = kind(Arch::Amd64, KindNeeds::default());
-            k.host = std::sync::Arc::new(crate::provider::PlannedHost::new(vec![("proc-cgroup", crate::cmd::Output::ok(cgroup))]));
+            k.host = std::sync::Arc::new(crate::provider::PlannedHost::new(vec![(runtime::ASK_CGROUP, crate::cmd::Output::ok(cgroup))]));
             let cluster = Cluster { nodes: vec![k.node_profile("faultlab-t-abcde-control-plane")], ..k.cluster() };
             let platform = Provider::platform(&k, &cluster, &kube).await;
             server.await.unwrap();
@@ -1488,7 +1500,7 @@ mod tests {
     #[tokio::test]
     async fn the_sweep_deletes_old_faultlab_clusters_only() {
         let listing = "faultlab-old-x7k2p\t2001-01-01T00:00:00Z\nfaultlab-old-x7k2p\t2001-01-01T00:00:09Z\nmine\t2001-01-01T00:00:00Z\nfaultlab-new-b4c5d\t2999-01-01T00:00:00Z\n";
-        let host = crate::provider::PlannedHost::new(vec![("docker ps -aq", cmd::Output::ok("c1\nc2\nc3\nc4\n")), ("docker inspect", cmd::Output::ok(listing))]);
+        let host = crate::provider::PlannedHost::new(vec![(ASK_NODE_CONTAINERS, cmd::Output::ok("c1\nc2\nc3\nc4\n")), (ASK_NODE_LABELS, cmd::Output::ok(listing))]);
         let rec = Recorder::default();
         let swept = sweep(&host, &rec, Duration::from_secs(3600), false).await;
         assert_eq!(swept.deleted, vec!["faultlab-old-x7k2p".to_string()]);
@@ -1497,7 +1509,7 @@ mod tests {
         assert_eq!(lines.last().unwrap(), "kind delete cluster --name faultlab-old-x7k2p", "{lines:?}");
         assert!(lines[2].starts_with("docker inspect --format") && lines[2].ends_with(" c1 c2 c3 c4"), "{lines:?}");
         // Docker not answering is said, and nothing more is asked.
-        let down = crate::provider::PlannedHost::new(vec![("docker version", cmd::Output::failed(1))]);
+        let down = crate::provider::PlannedHost::new(vec![(ASK_DOCKER_PING, cmd::Output::failed(1))]);
         let rec = Recorder::default();
         let swept = sweep(&down, &rec, Duration::ZERO, true).await;
         assert!(swept.unchecked.unwrap().starts_with("Docker does not answer"));

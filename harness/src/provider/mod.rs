@@ -5,7 +5,6 @@
 //! Nodes are found by label, never by guessed names.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use thiserror::Error;
@@ -159,8 +158,8 @@ pub struct Cluster {
 /// nothing and answers from a script, so a provider has no plan branches.
 #[async_trait]
 pub trait Host: Send + Sync {
-    /// Run `argv` here, written to `rec` first.
-    async fn run(&self, rec: &Recorder, argv: Vec<String>, timeout: Duration) -> Result<Output, CmdError>;
+    /// Run `cmd` here (its argv, within its timeout), written to `rec` first.
+    async fn run(&self, rec: &Recorder, cmd: cmd::Cmd) -> Result<Output, CmdError>;
     /// Is `program` on PATH? (a plan needs none)
     fn has(&self, program: &str) -> bool;
     /// Free MiB of the file system holding `path`; `None` in a plan, which does not look.
@@ -179,9 +178,9 @@ pub struct LocalHost;
 
 #[async_trait]
 impl Host for LocalHost {
-    async fn run(&self, rec: &Recorder, argv: Vec<String>, timeout: Duration) -> Result<Output, CmdError> {
-        rec.push(Channel::Host, cmd::shell_join(&argv));
-        cmd::run_host(&argv, None, timeout, false).await
+    async fn run(&self, rec: &Recorder, cmd: cmd::Cmd) -> Result<Output, CmdError> {
+        rec.push(Channel::Host, cmd::shell_join(&cmd.argv));
+        cmd::run_host(&cmd.argv, cmd.stdin.as_ref(), cmd.timeout, false).await
     }
 
     fn has(&self, program: &str) -> bool {
@@ -218,24 +217,24 @@ impl Host for LocalHost {
     }
 }
 
-/// A plan's host: commands are written to the record and answered from a script (a substring of the
-/// command line and its output, the last match winning; by default success with no output).
+/// A plan's host: commands are written to the record and answered from a script by what they ask
+/// ([`cmd::Ask`]; the last answer for an ask wins; by default success with no output).
 pub struct PlannedHost {
     exec: crate::node::ScriptedExecutor,
 }
 
 impl PlannedHost {
-    pub fn new(answers: Vec<(&'static str, Output)>) -> Self {
+    pub fn new(answers: Vec<(cmd::Ask, Output)>) -> Self {
         PlannedHost { exec: crate::node::ScriptedExecutor::new(answers) }
     }
 }
 
 #[async_trait]
 impl Host for PlannedHost {
-    async fn run(&self, rec: &Recorder, argv: Vec<String>, _timeout: Duration) -> Result<Output, CmdError> {
+    async fn run(&self, rec: &Recorder, cmd: cmd::Cmd) -> Result<Output, CmdError> {
         use crate::node::Executor;
-        rec.push(Channel::Host, cmd::shell_join(&argv));
-        self.exec.run(&argv, &cmd::Cmd::new(argv.clone()), false).await
+        rec.push(Channel::Host, cmd::shell_join(&cmd.argv));
+        self.exec.run(&cmd.argv, &cmd, false).await
     }
 
     fn has(&self, _program: &str) -> bool {
