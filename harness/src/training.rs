@@ -5,11 +5,13 @@
 //! several people can train at once, each in their own namespace (faults that act on the node take the
 //! node for themselves). Teardown goes through the same journal as any run.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Event, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -92,12 +94,81 @@ pub enum TrainingError {
     Api(#[from] crate::kube_ops::KubeError),
 }
 
-/// A controller of the workload, as it was when the session began.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A controller of the workload, as it was when the session began (the fault in place).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Controller {
     pub kind: String,
     pub name: String,
     pub uid: String,
+    /// Its replicas (Deployment, StatefulSet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Each container's probes, `<container>/<probe>` to the probe as JSON: what decides whether the
+    /// pod is ready, which the gate reads.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub probes: BTreeMap<String, String>,
+}
+
+impl Controller {
+    fn of(kind: &str, meta: ObjectMeta, replicas: Option<i32>, template: Option<&PodTemplateSpec>) -> Controller {
+        let probes = template.and_then(|t| t.spec.as_ref()).map(probes_of).unwrap_or_default();
+        Controller { kind: kind.into(), name: meta.name.unwrap_or_default(), uid: meta.uid.unwrap_or_default(), replicas, probes }
+    }
+}
+
+/// Each container's readiness, liveness and startup probes, as JSON, by `<container>/<probe>`.
+fn probes_of(spec: &PodSpec) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+        for (what, probe) in [("readinessProbe", &c.readiness_probe), ("livenessProbe", &c.liveness_probe), ("startupProbe", &c.startup_probe)] {
+            if let Some(p) = probe {
+                out.insert(format!("{}/{what}", c.name), serde_json::to_string(p).expect("a probe serialises"));
+            }
+        }
+    }
+    out
+}
+
+/// What a trainee changed that hides the symptom rather than fixing the fault: a controller scaled
+/// away from its replicas, or a probe removed or changed (so a broken pod would read ready). The
+/// documented fixes change neither (they correct an image, arguments, a limit, a file, a node).
+pub fn hidden_symptom(before: &[Controller], now: &[Controller]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in before {
+        let Some(n) = now.iter().find(|n| n.kind == b.kind && n.uid == b.uid) else { continue };
+        if b.replicas != n.replicas {
+            let show = |r: Option<i32>| r.map_or("unset".to_string(), |r| r.to_string());
+            out.push(format!("{} {} was scaled from {} to {} replicas; the workload must run as it did", b.kind, b.name, show(b.replicas), show(n.replicas)));
+        }
+        for (key, probe) in &b.probes {
+            let (container, what) = key.split_once('/').unwrap_or((key, ""));
+            match n.probes.get(key) {
+                None => out.push(format!("{} {}: container {container}'s {what} was removed; a probe says whether the pod works, it must stay", b.kind, b.name)),
+                Some(p) if p != probe => out.push(format!("{} {}: container {container}'s {what} was changed; a probe says whether the pod works, it must stay as it was", b.kind, b.name)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Which controller a pod belongs to: the uid of its controlling owner, through its ReplicaSet to the
+/// Deployment (`replica_sets`: a ReplicaSet's uid to its Deployment's).
+fn owning_controller(pod: &Pod, replica_sets: &BTreeMap<String, String>) -> Option<String> {
+    let owner = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true))?;
+    match owner.kind.as_str() {
+        "ReplicaSet" => replica_sets.get(&owner.uid).cloned(),
+        _ => Some(owner.uid.clone()),
+    }
+}
+
+/// Pods the gate's selector matches that none of the session's controllers owns: a pod made to look
+/// like the workload (the gate would read it) is not a fix.
+pub fn impostors(pods: &[Pod], replica_sets: &BTreeMap<String, String>, controllers: &[Controller], selector: &str) -> Vec<String> {
+    pods.iter()
+        .filter(|p| owning_controller(p, replica_sets).is_none_or(|uid| !controllers.iter().any(|c| c.uid == uid)))
+        .map(|p| format!("pod {} matches the workload's selector ({selector}) but is not the workload's; the workload must be fixed, not stood in for", p.metadata.name.as_deref().unwrap_or("<unnamed>")))
+        .collect()
 }
 
 /// A solved session.
@@ -308,18 +379,32 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
     Ok(session)
 }
 
+/// The pods `selector` matches, and each ReplicaSet's Deployment (by uid), in `ns`.
+async fn pods_and_replica_sets(client: &kube::Client, ns: &str, selector: &str) -> Result<(Vec<Pod>, BTreeMap<String, String>), TrainingError> {
+    let err = |what: &'static str| move |source| crate::kube_ops::KubeError::Call { verb: "list", what: what.into(), source };
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(selector)).await.map_err(err("pods"))?.items;
+    let mut replica_sets = BTreeMap::new();
+    for rs in Api::<ReplicaSet>::namespaced(client.clone(), ns).list(&ListParams::default()).await.map_err(err("replicasets"))? {
+        let owner = rs.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "Deployment").map(|o| o.uid.clone());
+        if let (Some(uid), Some(owner)) = (rs.metadata.uid.clone(), owner) {
+            replica_sets.insert(uid, owner);
+        }
+    }
+    Ok((pods, replica_sets))
+}
+
 async fn controllers(client: &kube::Client, ns: &str) -> Result<Vec<Controller>, TrainingError> {
     let mut out = Vec::new();
     let lp = ListParams::default();
     let err = |what: &'static str| move |source| crate::kube_ops::KubeError::Call { verb: "list", what: what.into(), source };
     for d in Api::<Deployment>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("deployments"))? {
-        out.push(Controller { kind: "Deployment".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+        out.push(Controller::of("Deployment", d.metadata, d.spec.replicas.or(Some(1)), Some(&d.spec.template)));
     }
     for d in Api::<StatefulSet>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("statefulsets"))? {
-        out.push(Controller { kind: "StatefulSet".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+        out.push(Controller::of("StatefulSet", d.metadata, d.spec.replicas.or(Some(1)), Some(&d.spec.template)));
     }
     for d in Api::<DaemonSet>::namespaced(client.clone(), ns).list(&lp).await.map_err(err("daemonsets"))? {
-        out.push(Controller { kind: "DaemonSet".into(), name: d.metadata.name.unwrap_or_default(), uid: d.metadata.uid.unwrap_or_default() });
+        out.push(Controller::of("DaemonSet", d.metadata, None, Some(&d.spec.template)));
     }
     out.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
     Ok(out)
@@ -498,6 +583,12 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
             _ => {}
         }
     }
+    failing.extend(hidden_symptom(&session.controllers, &now_controllers));
+    let selector = &loaded.scenario.workload.target.selector;
+    if !selector.is_empty() {
+        let (pods, replica_sets) = pods_and_replica_sets(&client, ns, selector).await?;
+        failing.extend(impostors(&pods, &replica_sets, &session.controllers, selector));
+    }
     match loaded.scenario.fault.fault().present(&run.ctx).await {
         Ok(Presence::Present(what)) => failing.push(format!("the fault is still there: {what}")),
         Ok(Presence::Absent(_) | Presence::Unknown) => {}
@@ -620,6 +711,72 @@ fn write_page(dir: &Path, id: &str, d: &Debrief) -> Result<PathBuf, TrainingErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn deployment(replicas: Option<i32>, probes: &[(&str, &str)]) -> Controller {
+        Controller {
+            kind: "Deployment".into(),
+            name: "web".into(),
+            uid: "d1".into(),
+            replicas,
+            probes: probes.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    /// Scaling away, or removing or changing a probe, hides the symptom; the fix's own changes (which
+    /// touch neither) and an added probe do not count.
+    #[test]
+    fn scaling_away_or_dropping_a_probe_is_not_a_fix() {
+        let before = [deployment(Some(1), &[("app/readinessProbe", r#"{"tcpSocket":{"port":8080}}"#)])];
+        assert!(hidden_symptom(&before, &before).is_empty());
+        let added = [deployment(Some(1), &[("app/readinessProbe", r#"{"tcpSocket":{"port":8080}}"#), ("app/startupProbe", "{}")])];
+        assert!(hidden_symptom(&before, &added).is_empty(), "a probe added hides nothing");
+        let scaled = [deployment(Some(0), &[("app/readinessProbe", r#"{"tcpSocket":{"port":8080}}"#)])];
+        assert_eq!(hidden_symptom(&before, &scaled), ["Deployment web was scaled from 1 to 0 replicas; the workload must run as it did"]);
+        let removed = [deployment(Some(1), &[])];
+        assert_eq!(hidden_symptom(&before, &removed), ["Deployment web: container app's readinessProbe was removed; a probe says whether the pod works, it must stay"]);
+        let changed = [deployment(Some(1), &[("app/readinessProbe", r#"{"exec":{"command":["true"]}}"#)])];
+        assert!(hidden_symptom(&before, &changed)[0].contains("container app's readinessProbe was changed"));
+        // A controller replaced is said by the uid check, not here.
+        let replaced = [Controller { uid: "d2".into(), ..deployment(Some(0), &[]) }];
+        assert!(hidden_symptom(&before, &replaced).is_empty());
+    }
+
+    /// The probes are read from the pod template, init containers too.
+    #[test]
+    fn probes_are_read_per_container() {
+        let spec: PodSpec = serde_json::from_value(serde_json::json!({"containers": [
+            {"name": "app", "readinessProbe": {"tcpSocket": {"port": 8080}}, "livenessProbe": {"exec": {"command": ["true"]}}},
+            {"name": "side"}
+        ]}))
+        .unwrap();
+        let probes = probes_of(&spec);
+        assert_eq!(probes.keys().collect::<Vec<_>>(), ["app/livenessProbe", "app/readinessProbe"]);
+        assert_eq!(probes["app/readinessProbe"], r#"{"tcpSocket":{"port":8080}}"#);
+    }
+
+    fn pod(name: &str, owner: Option<(&str, &str)>) -> Pod {
+        let refs = owner.map(|(kind, uid)| serde_json::json!([{"apiVersion": "apps/v1", "kind": kind, "name": "x", "uid": uid, "controller": true}]));
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name, "ownerReferences": refs.unwrap_or(serde_json::json!([]))}})).unwrap()
+    }
+
+    /// A pod the selector matches must be the workload's: through its ReplicaSet to a session's
+    /// Deployment, or a session's StatefulSet or DaemonSet directly.
+    #[test]
+    fn a_pod_that_only_looks_like_the_workload_is_not_a_fix() {
+        let controllers = [deployment(Some(1), &[]), Controller { kind: "StatefulSet".into(), name: "db".into(), uid: "s1".into(), ..Default::default() }];
+        let replica_sets: BTreeMap<String, String> = [("rs1".to_string(), "d1".to_string()), ("rs9".to_string(), "d9".to_string())].into();
+        let pods = [
+            pod("web-1", Some(("ReplicaSet", "rs1"))),
+            pod("db-0", Some(("StatefulSet", "s1"))),
+            pod("impostor", None),
+            pod("other-web", Some(("ReplicaSet", "rs9"))),
+            pod("orphan-rs", Some(("ReplicaSet", "rs-gone"))),
+        ];
+        let found = impostors(&pods, &replica_sets, &controllers, "app=web");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0], "pod impostor matches the workload's selector (app=web) but is not the workload's; the workload must be fixed, not stood in for");
+        assert!(found[1].starts_with("pod other-web ") && found[2].starts_with("pod orphan-rs "));
+    }
 
     /// What `train`, `hint` and `check` print quotes the cluster and the scenario: shown with every
     /// control as an escape, and an event's text on its own row only.

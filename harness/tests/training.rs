@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let trials: Vec<(&str, TrialFn)> = vec![
         ("trainee-applies-the-documented-fix", documented_fix),
         ("trainee-deletes-the-pod-instead", wrong_fix),
+        ("trainee-hides-the-symptom", hidden_symptom),
         ("reset-after-an-abandoned-session", abandoned),
     ];
     let trials = trials
@@ -192,6 +193,55 @@ fn wrong_fix(description: &Path) -> Result<(), Failed> {
         for want in ["NOT FIXED", "ConfigMap app-config is still missing", "waiting(ContainerCreating)"] {
             if !text.contains(want) {
                 return Err(format!("check should say what is still wrong ({want:?}):\n{text}").into());
+            }
+        }
+        t.ok(&["reset"])?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&t);
+    }
+    result
+}
+
+/// Three ways to make the gate read green without fixing anything, on container-args-wrong (whose
+/// workload has a readiness probe): a pod of one's own with the workload's label, the probe removed,
+/// the Deployment scaled to zero. `check` names each.
+fn hidden_symptom(description: &Path) -> Result<(), Failed> {
+    let t = Trainee::new(description)?;
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let rt = runtime()?;
+    let result = (|| {
+        t.ok(&["train", "container-args-wrong", "--provider", "existing"])?;
+        let ns = t.session()?;
+        rt.block_on(async {
+            use kube::api::{Patch, PatchParams, PostParams};
+            let client = faultlab::kube_ops::connect(&bed.kubeconfig, &bed.context).await.map_err(|e| e.to_string())?;
+            let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), &ns);
+            let impostor = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "impostor", "labels": {"app": "web"}},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "app", "image": bed.nodes[0].images.busybox, "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"]}]}
+            }))
+            .map_err(|e| e.to_string())?;
+            pods.create(&PostParams::default(), &impostor).await.map_err(|e| e.to_string())?;
+            let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> = kube::Api::namespaced(client, &ns);
+            // A strategic merge patch: null removes the probe; containers merge by name.
+            let hide = serde_json::json!({"spec": {"replicas": 0, "template": {"spec": {"containers": [{"name": "app", "readinessProbe": null}]}}}});
+            deployments.patch("web", &PatchParams::default(), &Patch::Strategic(hide)).await.map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        })?;
+        let out = t.faultlab(&["check", "--wait", "10s"])?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            return Err(format!("check passed with the symptom only hidden:\n{text}").into());
+        }
+        for want in [
+            "pod impostor matches the workload's selector (app=web) but is not the workload's",
+            "container app's readinessProbe was removed",
+            "Deployment web was scaled from 1 to 0 replicas",
+        ] {
+            if !text.contains(want) {
+                return Err(format!("check should name the bypass ({want:?}):\n{text}").into());
             }
         }
         t.ok(&["reset"])?;
