@@ -576,6 +576,8 @@ pub struct Debrief {
     pub time_to_fix: Option<f64>,
     /// The session was reset before it was fixed: when.
     pub reset_unfixed: Option<f64>,
+    /// The challenge's score and its breakdown (`None`: a page made without one).
+    pub score: Option<crate::score::Score>,
 }
 
 /// A hint asked.
@@ -633,6 +635,11 @@ pub fn debrief_page(d: &Debrief) -> String {
             },
         ),
     ];
+    let mut summary = summary;
+    if let Some(score) = &d.score {
+        summary.push(("score", format!("{} of {}", score.total, score.out_of)));
+        summary.extend(score.lines.iter().map(|l| (l.part, format!("{:+} ({})", l.points, l.why))));
+    }
     let page = DebriefPage {
         title: format!("Debrief: {}", d.scenario),
         d,
@@ -1146,6 +1153,15 @@ mod tests {
             fixed_at: Some("2026-05-01T10:04:19Z".into()),
             time_to_fix: Some(252.3),
             reset_unfixed: None,
+            score: Some(crate::score::score(
+                &crate::score::Rubric::default(),
+                &crate::score::Played {
+                    answers: &[crate::score::Answer { stage: crate::score::Stage::Detect, at: 61.0, answer: "web".into(), correct: true }],
+                    hints: 2,
+                    solution_shown: true,
+                    fixed_at: Some(252.3),
+                },
+            )),
         }
     }
 
@@ -1167,6 +1183,11 @@ mod tests {
             ("hints asked", "2 of 3"),
             ("solution", "shown at 3m"),
             ("checks", "4 (2 not fixed)"),
+            ("score", "0 of 100"),
+            ("detect", "+20 (answered right at 1m01s)"),
+            ("localise", "+0 (not answered right)"),
+            ("mitigate", "+0 (fixed, with the documented fix shown)"),
+            ("hints", "-20 (2 hint(s), 10 each)"),
         ] {
             assert!(page.contains(&format!("<dt>{k}</dt><dd class=\"mono\">{v}</dd>")), "{k}: {v}\n{page}");
         }

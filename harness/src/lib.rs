@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
-//!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`]
+//!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
@@ -52,6 +52,7 @@ pub mod runner;
 pub mod scaffold;
 pub mod scenario;
 pub mod schedule;
+pub mod score;
 pub mod signals;
 pub mod snapshot;
 pub mod statefile;

@@ -49,6 +49,24 @@ pub enum Output {
     Yaml,
 }
 
+/// The stages of a challenge a trainee answers (`faultlab answer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AnswerStage {
+    /// Name the broken workload.
+    Detect,
+    /// Name the fault.
+    Localise,
+}
+
+impl From<AnswerStage> for faultlab::score::Stage {
+    fn from(s: AnswerStage) -> Self {
+        match s {
+            AnswerStage::Detect => faultlab::score::Stage::Detect,
+            AnswerStage::Localise => faultlab::score::Stage::Localise,
+        }
+    }
+}
+
 /// `-o text|json|yaml`, as kubectl spells it.
 #[derive(clap::Args, Clone, Copy)]
 pub struct OutputArg {
@@ -280,6 +298,19 @@ pub enum Command {
         /// Allow training on this context, which faultlab did not create.
         #[arg(long, value_name = "CONTEXT")]
         allow_existing: Option<String>,
+        /// The challenge's time limit: a stage scores only within it, from the symptom shown.
+        #[arg(long, default_value = "30m", value_parser = parse_duration)]
+        time_limit: Duration,
+    },
+    /// Training: answer a stage of the challenge, `detect WORKLOAD` (the broken Deployment or
+    /// StatefulSet, by name) or `localise FAULT` (the fault's name, as `faultlab list` gives them); a wrong
+    /// answer costs points (exit status 1).
+    Answer {
+        #[arg(value_enum)]
+        stage: AnswerStage,
+        answer: String,
+        #[command(flatten)]
+        session: SessionArg,
     },
     /// Training: the next hint, each closer to the answer.
     Hint {
@@ -494,7 +525,8 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Testbed { command } => cli::docs::testbed(command),
         Command::Plan { target, provider, output } => cli::plan::plan(&dir, &target, &provider, output.output).await,
         Command::Run(args) => cli::run::run(&dir, expectations, args).await,
-        Command::Train { scenario: name, provider, allow_existing } => cli::train::train(&dir, &name, &provider, allow_existing.as_deref()).await,
+        Command::Train { scenario: name, provider, allow_existing, time_limit } => cli::train::train(&dir, &name, &provider, allow_existing.as_deref(), time_limit).await,
+        Command::Answer { stage, answer, session } => cli::train::answer(session.session.as_deref(), stage.into(), &answer),
         Command::Hint { session } => cli::train::hint(session.session.as_deref()),
         Command::Check { session, wait, output } => cli::train::check(session.session.as_deref(), wait, output.output).await,
         Command::Solution { session, apply } => cli::train::solution(session.session.as_deref(), apply).await,

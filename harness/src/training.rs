@@ -27,6 +27,7 @@ use crate::provider::{check_safety, Provider};
 use crate::record::Recorder;
 use crate::runner::{Run, RunError};
 use crate::scenario::{self, Loaded, Scenario};
+use crate::score::{Answer, Played, Rubric, Score, Stage};
 use crate::suite::ProviderChoice;
 use crate::wait;
 
@@ -92,6 +93,8 @@ pub enum TrainingError {
     Scenario(#[from] scenario::ScenarioError),
     #[error(transparent)]
     Api(#[from] crate::kube_ops::KubeError),
+    #[error("the {0} stage is answered already")]
+    Answered(&'static str),
 }
 
 /// A controller of the workload, as it was when the session began (the fault in place).
@@ -213,6 +216,12 @@ pub struct Session {
     /// (seconds from the run's start, which ends where `started` begins).
     #[serde(default, skip_serializing_if = "crate::runner::Timeline::is_empty")]
     pub broke: crate::runner::Timeline,
+    /// What each stage is worth and the time limit (a session from before scoring: the defaults).
+    #[serde(default)]
+    pub rubric: Rubric,
+    /// Each answer given (`faultlab answer`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<Answer>,
 }
 
 /// One `faultlab check` of a session.
@@ -322,7 +331,7 @@ impl Session {
 
 /// `faultlab train`: set up, inject, wait for the symptom, record the session, and leave it broken.
 /// Break the cluster for a trainee. `rec` records the run (its phase drives a progress display).
-pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, rec: Recorder) -> Result<Session, TrainingError> {
+pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, time_limit: Duration, rec: Recorder) -> Result<Session, TrainingError> {
     let ProviderChoice::Existing { description, target } = choice else {
         return Err(TrainingError::KindNotSupported);
     };
@@ -374,6 +383,8 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         checks: Vec::new(),
         solution_at: None,
         broke: run.timeline(),
+        rubric: Rubric { time_limit: time_limit.as_secs_f64(), ..Rubric::default() },
+        answers: Vec::new(),
     };
     session.save()?;
     Ok(session)
@@ -605,6 +616,37 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
     Ok(Verdict { fixed, failing, seconds })
 }
 
+/// Is `answer` right for `stage` of this session: the detect stage names one of the workload's
+/// controllers (`web`, or `Deployment/web`, any case), the localise stage the scenario's fault (its
+/// name as `faultlab list` gives it).
+fn is_right(session: &Session, fault: &str, stage: Stage, answer: &str) -> bool {
+    let answer = answer.trim();
+    match stage {
+        Stage::Detect => session.controllers.iter().any(|c| answer.eq_ignore_ascii_case(&c.name) || answer.eq_ignore_ascii_case(&format!("{}/{}", c.kind, c.name))),
+        Stage::Localise => answer.eq_ignore_ascii_case(fault),
+    }
+}
+
+/// Record an answer to `stage`; whether it was right. A stage already answered right takes no more.
+pub fn answer(session: &mut Session, stage: Stage, text: &str) -> Result<bool, TrainingError> {
+    if session.answers.iter().any(|a| a.stage == stage && a.correct) {
+        return Err(TrainingError::Answered(stage.as_str()));
+    }
+    let fault = session.loaded()?.scenario.fault.name().to_string();
+    let correct = is_right(session, &fault, stage, text);
+    session.answers.push(Answer { stage, at: session.elapsed(), answer: text.trim().to_string(), correct });
+    session.save()?;
+    Ok(correct)
+}
+
+/// The session's score so far.
+pub fn score(session: &Session) -> Score {
+    crate::score::score(
+        &session.rubric,
+        &Played { answers: &session.answers, hints: session.hints_used, solution_shown: session.solution_shown, fixed_at: session.solved.as_ref().map(|s| s.seconds) },
+    )
+}
+
 /// The documented fix and its source; with `apply`, carry it out.
 pub async fn solution(session: &mut Session, apply: bool) -> Result<String, TrainingError> {
     let loaded = session.loaded()?;
@@ -682,6 +724,7 @@ fn debrief_of(session: &Session, sc: &Scenario) -> Debrief {
         fixed_at: session.solved.as_ref().map(|s| rfc3339(session.started + s.seconds)),
         time_to_fix: session.solved.as_ref().map(|s| s.seconds),
         reset_unfixed: None,
+        score: Some(score(session)),
     }
 }
 
@@ -739,6 +782,28 @@ mod tests {
         // A controller replaced is said by the uid check, not here.
         let replaced = [Controller { uid: "d2".into(), ..deployment(Some(0), &[]) }];
         assert!(hidden_symptom(&before, &replaced).is_empty());
+    }
+
+    /// The detect stage takes a controller's name, alone or with its kind, in any case; the localise
+    /// stage the fault's name.
+    #[test]
+    fn answers_name_the_workload_or_the_fault() {
+        let session: Session = serde_json::from_value(serde_json::json!({
+            "apiVersion": "faultlab.dev/v1alpha1", "kind": "TrainingSession", "id": "s", "scenario": "pause-missing",
+            "scenarioPath": "/x.yaml", "namespace": "ns", "cluster": {"context": "c", "kubeconfig": "/k"},
+            "node": crate::testbed::tests::sample_profile(), "journal": "/j", "started": 0.0, "hintsUsed": 0,
+            "solutionShown": false, "controllers": [deployment(Some(1), &[])]
+        }))
+        .unwrap();
+        assert_eq!(session.rubric, Rubric::default(), "a session from before scoring gets the defaults");
+        for right in ["web", "WEB", "Deployment/web", " deployment/web "] {
+            assert!(is_right(&session, "pause-missing", Stage::Detect, right), "{right}");
+        }
+        for wrong in ["web-6d4cf56db6-x", "StatefulSet/web", "coredns", ""] {
+            assert!(!is_right(&session, "pause-missing", Stage::Detect, wrong), "{wrong}");
+        }
+        assert!(is_right(&session, "pause-missing", Stage::Localise, "pause-missing"));
+        assert!(!is_right(&session, "pause-missing", Stage::Localise, "web"));
     }
 
     /// The probes are read from the pod template, init containers too.

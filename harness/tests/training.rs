@@ -132,6 +132,16 @@ fn documented_fix(description: &Path) -> Result<(), Failed> {
         if !hint.starts_with("hint 1:") {
             return Err(format!("unexpected hint output: {hint}").into());
         }
+        // The stages: a wrong detect (it costs), the right one, the fault named.
+        if t.faultlab(&["answer", "detect", "coredns"])?.status.success() {
+            return Err("a wrong answer was taken as right".into());
+        }
+        t.ok(&["answer", "detect", "Deployment/web"])?;
+        t.ok(&["answer", "localise", "pause-missing"])?;
+        let again = t.faultlab(&["answer", "localise", "pause-missing"])?;
+        if again.status.code() != Some(2) || !String::from_utf8_lossy(&again.stderr).contains("the localise stage is answered already") {
+            return Err(format!("a stage answered right took another answer: {again:?}").into());
+        }
         // The trainee, logged in to the node, follows the document by hand.
         let node = &bed.nodes[0];
         let script = format!(
@@ -148,9 +158,13 @@ fn documented_fix(description: &Path) -> Result<(), Failed> {
         if !(verdict.contains("FIXED: pause-missing recovered in") && verdict.contains("with 1 hint(s)")) {
             return Err(format!("check should pass with a time and the hint count:\n{verdict}").into());
         }
+        // 20 + 30 + 50, less a hint (10) and a wrong answer (5).
+        if !verdict.contains("score: 85 of 100") {
+            return Err(format!("check should give the score and its breakdown:\n{verdict}").into());
+        }
         // The fixed check wrote the debrief: the scenario, a check that found it fixed, the one hint.
         let (page_path, page) = t.debrief(&verdict)?;
-        for want in ["Debrief: pause-missing", r#"<g class="check" data-fixed="true">"#, r#"<g class="check" data-fixed="false">"#] {
+        for want in ["Debrief: pause-missing", r#"<g class="check" data-fixed="true">"#, r#"<g class="check" data-fixed="false">"#, "<dt>score</dt><dd class=\"mono\">85 of 100</dd>"] {
             if !page.contains(want) {
                 return Err(format!("the debrief {} lacks {want:?}:\n{page}", page_path.display()).into());
             }

@@ -63,10 +63,10 @@ macro_rules! usage {
     ($($t:tt)*) => { return Err($crate::cli::out::Usage(format!($($t)*)).into()) };
 }
 
-/// The exit status of an error: a usage error or a scenario that does not load is the user's (2),
-/// anything else the environment's (3).
+/// The exit status of an error: a usage error, a scenario that does not load, a session id that is
+/// none or a stage answered twice is the user's (2), anything else the environment's (3).
 pub fn error_status(e: &anyhow::Error) -> u8 {
-    let bad_session_id = |c: &(dyn std::error::Error + 'static)| matches!(c.downcast_ref::<training::TrainingError>(), Some(training::TrainingError::BadSessionId(_)));
+    let bad_session_id = |c: &(dyn std::error::Error + 'static)| matches!(c.downcast_ref::<training::TrainingError>(), Some(training::TrainingError::BadSessionId(_) | training::TrainingError::Answered(_)));
     let users = e.chain().any(|c| c.is::<Usage>() || c.is::<scenario::ScenarioError>() || c.is::<faultlab::datafile::DataFileError>() || bad_session_id(c));
     if users {
         status::USAGE

@@ -14,17 +14,34 @@ use crate::cli::select::choose;
 use crate::{Output, ProviderOpts};
 
 /// `faultlab train SCENARIO`: break the cluster, show the symptom as an on-call page would.
-pub async fn train(dir: &Path, name: &str, provider: &ProviderOpts, allow_existing: Option<&str>) -> Result<()> {
+pub async fn train(dir: &Path, name: &str, provider: &ProviderOpts, allow_existing: Option<&str>, time_limit: Duration) -> Result<()> {
     let s = scenario::find(dir, name)?;
     let choice = choose(provider, true)?;
     let rec_phase = Recorder::default();
     let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"), None);
-    let session = training::train(&s, &choice, allow_existing, rec_phase).await;
+    let session = training::train(&s, &choice, allow_existing, time_limit, rec_phase).await;
     ticker.abort();
     let session = session?;
     outp!("{}", faultlab::terminal::lines(&training::on_call_view(&session).await?));
     out!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
+    out!(
+        "scored in stages within {}: `faultlab answer detect WORKLOAD`, `faultlab answer localise FAULT`, then the fix (`faultlab check`); hints and wrong answers cost points",
+        faultlab::duration::format(time_limit)
+    );
     Ok(())
+}
+
+/// `faultlab answer detect|localise ANSWER`: right (exit 0) or not (exit 1, it costs points).
+pub fn answer(session: Option<&str>, stage: faultlab::score::Stage, text: &str) -> Result<()> {
+    let mut s = training::Session::find(session)?;
+    let right = training::answer(&mut s, stage, text)?;
+    let score = training::score(&s);
+    if right {
+        out!("right: {} answered at {:.0}s (score so far {} of {})", stage.as_str(), s.elapsed(), score.total, score.out_of);
+        return Ok(());
+    }
+    out!("not right: {:?} for {} ({} points; score so far {} of {})", text.trim(), stage.as_str(), -i64::from(s.rubric.wrong_answer), score.total, score.out_of);
+    exit(status::FAILED);
 }
 
 /// `faultlab hint`: the next hint.
@@ -41,9 +58,10 @@ pub fn hint(session: Option<&str>) -> Result<()> {
 pub async fn check(session: Option<&str>, wait: Option<Duration>, output: Output) -> Result<()> {
     let mut s = training::Session::find(session)?;
     let verdict = training::check(&mut s, wait).await?;
+    let score = training::score(&s);
     let shown = serde_json::json!({
         "session": s.id, "scenario": s.scenario, "fixed": verdict.fixed, "seconds": verdict.seconds,
-        "failing": verdict.failing, "solved": s.solved,
+        "failing": verdict.failing, "solved": s.solved, "score": score,
     });
     if emit(output, &shown)? {
         if verdict.fixed {
@@ -62,6 +80,10 @@ pub async fn check(session: Option<&str>, wait: Option<Duration>, output: Output
             solved.hints_used,
             if solved.solution_shown { " and the solution shown" } else { "" }
         );
+        out!("score: {} of {}", score.total, score.out_of);
+        for l in &score.lines {
+            out!("  {:<14} {:>+4}  {}", l.part, l.points, l.why);
+        }
         match training::write_debrief(&s, false) {
             Ok(path) => out!("debrief: {}", path.display()),
             Err(e) => eprintln!("warning: no debrief page: {e}"),
