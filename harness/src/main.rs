@@ -292,7 +292,16 @@ pub enum Command {
     },
     /// Training: break the cluster, show the symptom, and leave it broken for you to fix.
     Train {
-        scenario: String,
+        /// The scenario to train on (none with --blind: one is picked at random).
+        #[arg(required_unless_present = "blind", conflicts_with = "blind")]
+        scenario: Option<String>,
+        /// A blind challenge: a scenario picked at random (from --from, else every reproducible one),
+        /// not named to the trainee until it is fixed; its namespace is `fl-challenge-<random>`.
+        #[arg(long)]
+        blind: bool,
+        /// The scenarios a blind challenge is picked from, comma-separated.
+        #[arg(long, value_delimiter = ',', requires = "blind", value_name = "NAMES")]
+        from: Vec<String>,
         #[command(flatten)]
         provider: ProviderOpts,
         /// Allow training on this context, which faultlab did not create.
@@ -525,7 +534,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Testbed { command } => cli::docs::testbed(command),
         Command::Plan { target, provider, output } => cli::plan::plan(&dir, &target, &provider, output.output).await,
         Command::Run(args) => cli::run::run(&dir, expectations, args).await,
-        Command::Train { scenario: name, provider, allow_existing, time_limit } => cli::train::train(&dir, &name, &provider, allow_existing.as_deref(), time_limit).await,
+        Command::Train { scenario: name, blind, from, provider, allow_existing, time_limit } => {
+            let start = faultlab::training::Start { time_limit, blind };
+            cli::train::train(&dir, name.as_deref(), &from, &provider, allow_existing.as_deref(), start).await
+        }
         Command::Answer { stage, answer, session } => cli::train::answer(session.session.as_deref(), stage.into(), &answer),
         Command::Hint { session } => cli::train::hint(session.session.as_deref()),
         Command::Check { session, wait, output } => cli::train::check(session.session.as_deref(), wait, output.output).await,

@@ -259,7 +259,14 @@ pub struct Run {
 impl Run {
     /// A real run. The journal goes to `journal_dir` and records how to reach the cluster.
     pub fn new(scenario: Loaded, cluster: &Cluster, node: NodeProfile, client: kube::Client, journal_dir: &std::path::Path, rec: Recorder) -> Result<Run, RunError> {
-        let namespace = format!("fl-{}-{}", scenario.name(), crate::names::random_suffix(5));
+        let label = scenario.name().to_string();
+        Self::new_in(scenario, &label, cluster, node, client, journal_dir, rec)
+    }
+
+    /// A real run in a namespace named for `label` (`fl-<label>-<random>`), not for the scenario: a
+    /// blind training challenge's namespace must not name its fault.
+    pub fn new_in(scenario: Loaded, label: &str, cluster: &Cluster, node: NodeProfile, client: kube::Client, journal_dir: &std::path::Path, rec: Recorder) -> Result<Run, RunError> {
+        let namespace = format!("fl-{label}-{}", crate::names::random_suffix(5));
         let cluster_ref = ClusterRef {
             kubeconfig: cluster.kubeconfig.clone(),
             context: cluster.context.clone(),

@@ -222,6 +222,39 @@ pub struct Session {
     /// Each answer given (`faultlab answer`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<Answer>,
+    /// A blind challenge: what the trainee is shown does not name the scenario until it is fixed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blind: bool,
+}
+
+impl Session {
+    /// The session as `faultlab sessions -o json` shows it: whole, except that a blind challenge not
+    /// yet fixed hides its scenario and where its file is.
+    pub fn listed(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("a session serialises");
+        if self.blind && self.solved.is_none() {
+            v["scenario"] = serde_json::Value::String(self.shown_as());
+            if let Some(o) = v.as_object_mut() {
+                o.remove("scenarioPath");
+            }
+        }
+        v
+    }
+
+    /// What the trainee may be told the session is: the scenario, or for a blind challenge not yet
+    /// fixed, `a blind challenge`.
+    pub fn shown_as(&self) -> String {
+        if self.blind && self.solved.is_none() {
+            "a blind challenge".into()
+        } else {
+            self.scenario.clone()
+        }
+    }
+}
+
+/// A blind challenge's pick: one of `candidates` at random.
+pub fn pick(candidates: &[String]) -> Option<&String> {
+    (!candidates.is_empty()).then(|| &candidates[fastrand::usize(..candidates.len())])
 }
 
 /// One `faultlab check` of a session.
@@ -331,7 +364,15 @@ impl Session {
 
 /// `faultlab train`: set up, inject, wait for the symptom, record the session, and leave it broken.
 /// Break the cluster for a trainee. `rec` records the run (its phase drives a progress display).
-pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, time_limit: Duration, rec: Recorder) -> Result<Session, TrainingError> {
+/// How a session is started: its time limit, and whether it is blind (the scenario not named to the
+/// trainee until the session ends: its namespace is `fl-challenge-<random>`).
+#[derive(Clone, Copy, Debug)]
+pub struct Start {
+    pub time_limit: Duration,
+    pub blind: bool,
+}
+
+pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, start: Start, rec: Recorder) -> Result<Session, TrainingError> {
     let ProviderChoice::Existing { description, target } = choice else {
         return Err(TrainingError::KindNotSupported);
     };
@@ -349,7 +390,8 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
     }
     let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await?;
     let journals = journal::journal_dir().map_err(|e| TrainingError::Break { source: Box::new(e.into()), teardown: vec![] })?;
-    let mut run = Run::new(loaded.clone(), &cluster, node.clone(), client.clone(), &journals, rec)?;
+    let label = if start.blind { "challenge" } else { loaded.name() };
+    let mut run = Run::new_in(loaded.clone(), label, &cluster, node.clone(), client.clone(), &journals, rec)?;
     let broken = async {
         run.setup().await?;
         run.inject().await?;
@@ -383,8 +425,9 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         checks: Vec::new(),
         solution_at: None,
         broke: run.timeline(),
-        rubric: Rubric { time_limit: time_limit.as_secs_f64(), ..Rubric::default() },
+        rubric: Rubric { time_limit: start.time_limit.as_secs_f64(), ..Rubric::default() },
         answers: Vec::new(),
+        blind: start.blind,
     };
     session.save()?;
     Ok(session)
@@ -459,7 +502,11 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
     let selector = &loaded.scenario.workload.target.selector;
     let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default().labels(selector)).await.map_err(|source| crate::kube_ops::KubeError::Call { verb: "list", what: "pods".into(), source })?;
     let mut out = String::new();
-    out.push_str(&format!("Scenario {} is broken on context {} (session {}).\n", session.scenario, session.cluster.context, session.id));
+    if session.blind {
+        out.push_str(&format!("A page: something in namespace {ns} on context {} is not working (session {}; a blind challenge).\n", session.cluster.context, session.id));
+    } else {
+        out.push_str(&format!("Scenario {} is broken on context {} (session {}).\n", session.scenario, session.cluster.context, session.id));
+    }
     out.push_str("Find out what is wrong and fix it. The fix is not shown unless you ask (`faultlab solution`).\n\n");
     out.push_str(&format!("  export KUBECONFIG={}\n  kubectl config use-context {}\n", session.cluster.kubeconfig.display(), session.cluster.context));
     match session.node.access() {
@@ -601,6 +648,8 @@ pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verd
         failing.extend(impostors(&pods, &replica_sets, &session.controllers, selector));
     }
     match loaded.scenario.fault.fault().present(&run.ctx).await {
+        // A blind challenge's check does not say what the fault is (the answer of its localise stage).
+        Ok(Presence::Present(_)) if session.blind => failing.push("the cause is still there (a blind challenge: `faultlab hint` narrows it down, at a cost)".into()),
         Ok(Presence::Present(what)) => failing.push(format!("the fault is still there: {what}")),
         Ok(Presence::Absent(_) | Presence::Unknown) => {}
         Err(e) => failing.push(format!("cannot tell whether the fault is gone: {e}")),
@@ -804,6 +853,24 @@ mod tests {
         }
         assert!(is_right(&session, "pause-missing", Stage::Localise, "pause-missing"));
         assert!(!is_right(&session, "pause-missing", Stage::Localise, "web"));
+
+        // A blind challenge names its scenario nowhere the trainee looks until it is fixed.
+        let mut blind = Session { blind: true, ..session };
+        assert_eq!(blind.shown_as(), "a blind challenge");
+        let listed = blind.listed();
+        assert_eq!(listed["scenario"], "a blind challenge");
+        assert!(listed.get("scenarioPath").is_none() && !listed.to_string().contains("pause-missing"), "{listed}");
+        blind.solved = Some(Solved { seconds: 1.0, hints_used: 0, solution_shown: false });
+        assert_eq!(blind.shown_as(), "pause-missing");
+        assert_eq!(blind.listed()["scenarioPath"], "/x.yaml");
+    }
+
+    #[test]
+    fn a_blind_pick_is_one_of_the_candidates() {
+        assert_eq!(pick(&[]), None);
+        let candidates = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let picked: std::collections::BTreeSet<&String> = (0..200).filter_map(|_| pick(&candidates)).collect();
+        assert_eq!(picked.len(), 3, "every candidate comes up: {picked:?}");
     }
 
     /// The probes are read from the pod template, init containers too.

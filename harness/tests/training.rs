@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         ("trainee-applies-the-documented-fix", documented_fix),
         ("trainee-deletes-the-pod-instead", wrong_fix),
         ("trainee-hides-the-symptom", hidden_symptom),
+        ("blind-challenge", blind_challenge),
         ("reset-after-an-abandoned-session", abandoned),
     ];
     let trials = trials
@@ -257,6 +258,41 @@ fn hidden_symptom(description: &Path) -> Result<(), Failed> {
             if !text.contains(want) {
                 return Err(format!("check should name the bypass ({want:?}):\n{text}").into());
             }
+        }
+        t.ok(&["reset"])?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&t);
+    }
+    result
+}
+
+/// A blind challenge (of one candidate, so the trial knows the answer): nothing the trainee is shown
+/// names it before it is fixed; the stages score; the fix names it.
+fn blind_challenge(description: &Path) -> Result<(), Failed> {
+    let t = Trainee::new(description)?;
+    let result = (|| {
+        let shown = t.ok(&["train", "--blind", "--from", "configmap-missing", "--provider", "existing", "--time-limit", "10m"])?;
+        let ns = t.session()?;
+        if !ns.starts_with("fl-challenge-") || shown.contains("configmap-missing") || !shown.contains("a blind challenge") {
+            return Err(format!("the blind challenge's page names it, or its namespace does ({ns}):\n{shown}").into());
+        }
+        for args in [&["sessions"][..], &["sessions", "-o", "json"], &["check"], &["check", "-o", "json"]] {
+            let out = t.faultlab(args)?;
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            // The symptom may be in it (the pod's state, as kubectl shows it); the scenario's name not.
+            if text.contains("configmap-missing") || text.contains("scenarioPath") {
+                return Err(format!("faultlab {} names the blind challenge:\n{text}", args.join(" ")).into());
+            }
+        }
+        t.ok(&["answer", "detect", "web"])?;
+        t.ok(&["answer", "localise", "configmap-missing"])?;
+        t.ok(&["solution", "--apply"])?;
+        let verdict = t.ok(&["check", "--wait", "2m"])?;
+        // 20 + 30, and no mitigation with the documented fix shown.
+        if !(verdict.contains("FIXED: the blind challenge, configmap-missing recovered") && verdict.contains("score: 50 of 100")) {
+            return Err(format!("check should name the challenge once fixed, with its score:\n{verdict}").into());
         }
         t.ok(&["reset"])?;
         Ok(())

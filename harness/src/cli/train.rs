@@ -13,20 +13,42 @@ use crate::cli::run::progress;
 use crate::cli::select::choose;
 use crate::{Output, ProviderOpts};
 
-/// `faultlab train SCENARIO`: break the cluster, show the symptom as an on-call page would.
-pub async fn train(dir: &Path, name: &str, provider: &ProviderOpts, allow_existing: Option<&str>, time_limit: Duration) -> Result<()> {
-    let s = scenario::find(dir, name)?;
+/// The scenario to train on: `name`, or for a blind challenge one of `from` (else of every reproducible
+/// scenario) at random.
+fn chosen(dir: &Path, name: Option<&str>, from: &[String]) -> Result<scenario::Loaded> {
+    if let Some(name) = name {
+        return Ok(scenario::find(dir, name)?);
+    }
+    let set = scenario::load_set(dir)?;
+    let all = set.good;
+    let candidates: Vec<String> = if from.is_empty() { all.keys().cloned().collect() } else { from.to_vec() };
+    for name in &candidates {
+        if set.gaps.contains_key(name) {
+            usage!("--from names {name}, which is not reproducible (`faultlab show {name}` says why)");
+        }
+        if !all.contains_key(name) {
+            usage!("--from names {name:?}, which is not a scenario here (`faultlab list` lists them)");
+        }
+    }
+    let Some(name) = training::pick(&candidates) else { usage!("no scenario to pick a blind challenge from") };
+    Ok(all[name].clone())
+}
+
+/// `faultlab train SCENARIO` (or `--blind`): break the cluster, show the symptom as an on-call page would.
+pub async fn train(dir: &Path, name: Option<&str>, from: &[String], provider: &ProviderOpts, allow_existing: Option<&str>, start: training::Start) -> Result<()> {
+    let s = chosen(dir, name, from)?;
     let choice = choose(provider, true)?;
     let rec_phase = Recorder::default();
-    let ticker = progress(rec_phase.clone(), format!("{name} (breaking the cluster)"), None);
-    let session = training::train(&s, &choice, allow_existing, time_limit, rec_phase).await;
+    let what = if start.blind { "a blind challenge".to_string() } else { s.name().to_string() };
+    let ticker = progress(rec_phase.clone(), format!("{what} (breaking the cluster)"), None);
+    let session = training::train(&s, &choice, allow_existing, start, rec_phase).await;
     ticker.abort();
     let session = session?;
     outp!("{}", faultlab::terminal::lines(&training::on_call_view(&session).await?));
     out!("\nsession: {} (FAULTLAB_SESSION={} selects it when several are open)", session.id, session.id);
     out!(
         "scored in stages within {}: `faultlab answer detect WORKLOAD`, `faultlab answer localise FAULT`, then the fix (`faultlab check`); hints and wrong answers cost points",
-        faultlab::duration::format(time_limit)
+        faultlab::duration::format(start.time_limit)
     );
     Ok(())
 }
@@ -60,7 +82,7 @@ pub async fn check(session: Option<&str>, wait: Option<Duration>, output: Output
     let verdict = training::check(&mut s, wait).await?;
     let score = training::score(&s);
     let shown = serde_json::json!({
-        "session": s.id, "scenario": s.scenario, "fixed": verdict.fixed, "seconds": verdict.seconds,
+        "session": s.id, "scenario": s.shown_as(), "fixed": verdict.fixed, "seconds": verdict.seconds,
         "failing": verdict.failing, "solved": s.solved, "score": score,
     });
     if emit(output, &shown)? {
@@ -73,7 +95,8 @@ pub async fn check(session: Option<&str>, wait: Option<Duration>, output: Output
     if verdict.fixed {
         let solved = s.solved.clone().expect("recorded when fixed");
         out!(
-            "FIXED: {} recovered in {} ({:.1}s) with {} hint(s){}",
+            "FIXED: {}{} recovered in {} ({:.1}s) with {} hint(s){}",
+            if s.blind { "the blind challenge, " } else { "" },
             s.scenario,
             faultlab::duration::format(Duration::from_secs(solved.seconds as u64)),
             solved.seconds,
@@ -128,7 +151,7 @@ pub async fn reset(session: Option<&str>) -> Result<()> {
 /// `faultlab sessions`: the open sessions.
 pub fn sessions(output: Output) -> Result<()> {
     let all = training::Session::all();
-    if emit(output, &all)? {
+    if emit(output, &all.iter().map(training::Session::listed).collect::<Vec<_>>())? {
         return Ok(());
     }
     for s in all {
@@ -136,7 +159,7 @@ pub fn sessions(output: Output) -> Result<()> {
             Some(x) => format!("fixed in {:.0}s", x.seconds),
             None => "open".into(),
         };
-        out!("{:<36} {:<22} {:<16} {}", s.id, s.scenario, s.cluster.context, state);
+        out!("{:<36} {:<22} {:<16} {}", s.id, s.shown_as(), s.cluster.context, state);
     }
     Ok(())
 }
