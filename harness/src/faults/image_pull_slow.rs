@@ -96,7 +96,9 @@ pub fn rate_bytes(rate: &str) -> Option<u64> {
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    number.parse::<u64>().ok().map(|n| n * unit)
+    // A number too large for a byte count (`18446744073709551615k`, found by tests/hostile.rs) is no
+    // rate either.
+    number.parse::<u64>().ok().and_then(|n| n.checked_mul(unit))
 }
 
 fn registry_spec() -> Spec {
@@ -218,6 +220,8 @@ mod tests {
     #[case("8kb", None)]
     #[case("-8k", None)]
     #[case("", None)]
+    #[case("18446744073709551615k", None)]
+    #[case("18446744073709551615", Some(u64::MAX))]
     fn rates_as_nginx_reads_them(#[case] rate: &str, #[case] bytes: Option<u64>) {
         assert_eq!(rate_bytes(rate), bytes);
     }
