@@ -225,6 +225,10 @@ pub struct Session {
     /// A blind challenge: what the trainee is shown does not name the scenario until it is fixed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blind: bool,
+    /// The trainee's own kubeconfig ([`trainee_access`]): the session's namespace and reading nodes,
+    /// nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainee_kubeconfig: Option<PathBuf>,
 }
 
 impl Session {
@@ -428,9 +432,102 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         rubric: Rubric { time_limit: start.time_limit.as_secs_f64(), ..Rubric::default() },
         answers: Vec::new(),
         blind: start.blind,
+        trainee_kubeconfig: None,
     };
     session.save()?;
+    let valid = start.time_limit + Duration::from_secs(3600);
+    let kubeconfig = trainee_access(&client, run.journal(), &session, valid).await?;
+    let session = Session { trainee_kubeconfig: Some(kubeconfig), ..session };
+    session.save()?;
     Ok(session)
+}
+
+/// The name of the trainee's ServiceAccount, in the session's namespace.
+pub const TRAINEE: &str = "trainee";
+
+/// What the trainee may do outside their namespace: read nodes (`kubectl get nodes`, `describe node`).
+fn trainee_cluster_role(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    })
+}
+
+/// The trainee's access, and a kubeconfig for it (`<sessions dir>/<id>.kubeconfig`, 0600): a
+/// ServiceAccount in the session's namespace, bound there to the built-in ClusterRole `admin` (all of
+/// that namespace, nothing of another's), plus a ClusterRole of the session's own to read nodes, whose
+/// binding and role are journalled before they are made (the namespace's deletion takes the rest); its
+/// token from the TokenRequest API, valid for `valid`. The token is written to the file only.
+async fn trainee_access(client: &kube::Client, journal: &Journal, session: &Session, valid: Duration) -> Result<PathBuf, TrainingError> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{DynamicObject, PostParams};
+    let ns = session.namespace.as_str();
+    let call = |verb: &'static str, what: String| move |source| crate::kube_ops::KubeError::Call { verb, what: what.into(), source };
+    let pp = PostParams::default();
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": TRAINEE}})).expect("a ServiceAccount");
+    Api::<ServiceAccount>::namespaced(client.clone(), ns).create(&pp, &sa).await.map_err(call("create", format!("serviceaccount {ns}/{TRAINEE}")))?;
+    let subject = serde_json::json!([{"kind": "ServiceAccount", "name": TRAINEE, "namespace": ns}]);
+    let role = format!("faultlab-trainee-{ns}");
+    let objects = [
+        (Some(ns), serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "trainee-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"}, "subjects": subject})),
+        (None, trainee_cluster_role(&role)),
+        (None, serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}, "subjects": subject})),
+    ];
+    for (namespace, object) in objects {
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if namespace.is_none() {
+            let undo = journal::Undo::DeleteObject { api_version: "rbac.authorization.k8s.io/v1".into(), kind: kind.clone(), namespace: None, name: name.clone() };
+            journal.record(format!("delete {kind} {name}"), undo).map_err(RunError::from)?;
+        }
+        let ar = crate::kube_ops::resource("rbac.authorization.k8s.io/v1", &kind);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let object: DynamicObject = serde_json::from_value(object).expect("an RBAC object");
+        api.create(&pp, &object).await.map_err(call("create", format!("{kind} {name}")))?;
+    }
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": valid.as_secs()}})).expect("a TokenRequest");
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_subresource("token", TRAINEE, &pp, &request)
+        .await
+        .map_err(call("create", format!("token for serviceaccount {ns}/{TRAINEE}")))?;
+    let token = token.status.and_then(|s| s.token).unwrap_or_default();
+    let path = private_sessions_dir()?.join(format!("{}.kubeconfig", session.id));
+    let text = trainee_kubeconfig(&session.cluster.kubeconfig, &session.cluster.context, ns, &token)?;
+    crate::statefile::write(&path, text.as_bytes()).map_err(|source| TrainingError::State { source })?;
+    Ok(path)
+}
+
+/// A kubeconfig for `token` on the cluster of `context` in the kubeconfig at `admin` (its server and
+/// CA, nothing of its user), whose context's namespace is `ns`.
+fn trainee_kubeconfig(admin: &Path, context: &str, ns: &str, token: &str) -> Result<String, TrainingError> {
+    use kube::config::Kubeconfig;
+    let kc = Kubeconfig::read_from(admin).map_err(|source| crate::kube_ops::KubeError::Kubeconfig { path: admin.display().to_string(), source: Box::new(source) })?;
+    let cluster_name = kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).map(|c| c.cluster.clone()).unwrap_or_default();
+    let cluster = kc.clusters.iter().find(|c| c.name == cluster_name).and_then(|c| c.cluster.clone());
+    let Some(mut cluster) = cluster else {
+        return Err(TrainingError::NoNode { context: format!("{context} (its cluster {cluster_name:?} is not in {})", admin.display()) });
+    };
+    // A CA given as a file becomes data, so that the kubeconfig stands alone.
+    if let (None, Some(file)) = (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+        let pem = std::fs::read(file).map_err(|source| TrainingError::File { path: file.into(), source })?;
+        use base64::Engine;
+        cluster.certificate_authority_data = Some(base64::engine::general_purpose::STANDARD.encode(pem));
+        cluster.certificate_authority = None;
+    }
+    let name = format!("trainee@{context}");
+    let doc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster_name, "user": name, "namespace": ns}}],
+    });
+    Ok(serde_json::to_string_pretty(&doc).expect("a kubeconfig serialises") + "\n")
 }
 
 /// The pods `selector` matches, and each ReplicaSet's Deployment (by uid), in `ns`.
@@ -508,7 +605,10 @@ pub async fn on_call_view(session: &Session) -> Result<String, TrainingError> {
         out.push_str(&format!("Scenario {} is broken on context {} (session {}).\n", session.scenario, session.cluster.context, session.id));
     }
     out.push_str("Find out what is wrong and fix it. The fix is not shown unless you ask (`faultlab solution`).\n\n");
-    out.push_str(&format!("  export KUBECONFIG={}\n  kubectl config use-context {}\n", session.cluster.kubeconfig.display(), session.cluster.context));
+    match &session.trainee_kubeconfig {
+        Some(own) => out.push_str(&format!("  export KUBECONFIG={}      # yours: this namespace, and reading nodes\n", own.display())),
+        None => out.push_str(&format!("  export KUBECONFIG={}\n  kubectl config use-context {}\n", session.cluster.kubeconfig.display(), session.cluster.context)),
+    }
     match session.node.access() {
         Some(crate::node::NodeAccess::Netns { netns }) => out.push_str(&format!("  ip netns exec {netns} bash      # a shell on node {}\n", session.node.name)),
         Some(crate::node::NodeAccess::Docker { container }) => out.push_str(&format!("  docker exec -it {container} bash      # a shell on node {}\n", session.node.name)),
@@ -736,6 +836,9 @@ pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
         errors = journal::replay_for_real(&journal).await.into_iter().map(|e| e.to_string()).collect();
     }
     if errors.is_empty() {
+        if let Some(kubeconfig) = &session.trainee_kubeconfig {
+            let _ = std::fs::remove_file(kubeconfig);
+        }
         let path = session.path();
         std::fs::remove_file(&path).map_err(|source| TrainingError::File { path, source })?;
     }

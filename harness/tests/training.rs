@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         ("trainee-deletes-the-pod-instead", wrong_fix),
         ("trainee-hides-the-symptom", hidden_symptom),
         ("blind-challenge", blind_challenge),
+        ("two-trainees-each-in-their-own-namespace", two_trainees),
         ("reset-after-an-abandoned-session", abandoned),
     ];
     let trials = trials
@@ -299,6 +300,78 @@ fn blind_challenge(description: &Path) -> Result<(), Failed> {
     })();
     if result.is_err() {
         reset_quietly(&t);
+    }
+    result
+}
+
+/// Two sessions at once, each trainee with the kubeconfig `train` made: each may work in their own
+/// namespace and read nodes; neither can see the other's namespace, nor anything else's; the file is
+/// the trainee's alone; reset takes the access away with the session.
+fn two_trainees(description: &Path) -> Result<(), Failed> {
+    let (a, b) = (Trainee::new(description)?, Trainee::new(description)?);
+    let bed = TestBed::read(description).map_err(|e| e.to_string())?;
+    let rt = runtime()?;
+    let result = (|| {
+        a.ok(&["train", "configmap-missing", "--provider", "existing"])?;
+        b.ok(&["train", "container-args-wrong", "--provider", "existing"])?;
+        let (ns_a, ns_b) = (a.session()?, b.session()?);
+        let kubeconfig = |t: &Trainee, ns: &str| -> Result<PathBuf, Failed> {
+            let text = std::fs::read_to_string(t.state.path().join("training").join(format!("{ns}.json"))).map_err(|e| e.to_string())?;
+            let session: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            Ok(PathBuf::from(session["traineeKubeconfig"].as_str().ok_or("the session has no trainee kubeconfig")?))
+        };
+        let (kc_a, kc_b) = (kubeconfig(&a, &ns_a)?, kubeconfig(&b, &ns_b)?);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kc_a).map_err(|e| e.to_string())?.permissions().mode() & 0o777;
+        if mode != 0o600 {
+            return Err(format!("{} is mode {mode:o}, not 0600", kc_a.display()).into());
+        }
+        let context = format!("trainee@{}", bed.context);
+        rt.block_on(async {
+            use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+            use kube::api::{Api, DeleteParams, ListParams, PostParams};
+            let lp = ListParams::default();
+            for (kc, own, other) in [(&kc_a, &ns_a, &ns_b), (&kc_b, &ns_b, &ns_a)] {
+                let client = faultlab::kube_ops::connect(kc, &context).await.map_err(|e| e.to_string())?;
+                Api::<Pod>::namespaced(client.clone(), own).list(&lp).await.map_err(|e| format!("{own}: its own pods: {e}"))?;
+                Api::<Node>::all(client.clone()).list(&lp).await.map_err(|e| format!("{own}: reading nodes: {e}"))?;
+                let cms: Api<ConfigMap> = Api::namespaced(client.clone(), own);
+                let cm = serde_json::from_value(serde_json::json!({"metadata": {"name": "trainee-wrote-this"}})).map_err(|e| e.to_string())?;
+                cms.create(&PostParams::default(), &cm).await.map_err(|e| format!("{own}: writing in its own namespace: {e}"))?;
+                cms.delete("trainee-wrote-this", &DeleteParams::default()).await.map_err(|e| e.to_string())?;
+                for (what, denied) in [
+                    (format!("pods of the other trainee's {other}"), Api::<Pod>::namespaced(client.clone(), other).list(&lp).await.is_err()),
+                    ("pods of kube-system".to_string(), Api::<Pod>::namespaced(client.clone(), "kube-system").list(&lp).await.is_err()),
+                    ("secrets of default".to_string(), Api::<Secret>::namespaced(client.clone(), "default").list(&lp).await.is_err()),
+                    ("pods of every namespace".to_string(), Api::<Pod>::all(client.clone()).list(&lp).await.is_err()),
+                ] {
+                    if !denied {
+                        return Err(format!("the trainee of {own} could list {what}"));
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        })?;
+        a.ok(&["reset"])?;
+        b.ok(&["reset"])?;
+        if kc_a.exists() || kc_b.exists() {
+            return Err("reset left a trainee's kubeconfig".into());
+        }
+        rt.block_on(async {
+            let client = faultlab::kube_ops::connect(&bed.kubeconfig, &bed.context).await.map_err(|e| e.to_string())?;
+            let roles: kube::Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = kube::Api::all(client);
+            for ns in [&ns_a, &ns_b] {
+                if roles.get_opt(&format!("faultlab-trainee-{ns}")).await.map_err(|e| e.to_string())?.is_some() {
+                    return Err(format!("reset left the ClusterRoleBinding of {ns}"));
+                }
+            }
+            Ok::<(), String>(())
+        })?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&a);
+        reset_quietly(&b);
     }
     result
 }
