@@ -232,11 +232,16 @@ pub struct Session {
 }
 
 impl Session {
+    /// A blind challenge not yet fixed: nothing shown to the trainee names its scenario.
+    fn hides_its_scenario(&self) -> bool {
+        self.blind && self.solved.is_none()
+    }
+
     /// The session as `faultlab sessions -o json` shows it: whole, except that a blind challenge not
     /// yet fixed hides its scenario and where its file is.
     pub fn listed(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).expect("a session serialises");
-        if self.blind && self.solved.is_none() {
+        if self.hides_its_scenario() {
             v["scenario"] = serde_json::Value::String(self.shown_as());
             if let Some(o) = v.as_object_mut() {
                 o.remove("scenarioPath");
@@ -248,7 +253,7 @@ impl Session {
     /// What the trainee may be told the session is: the scenario, or for a blind challenge not yet
     /// fixed, `a blind challenge`.
     pub fn shown_as(&self) -> String {
-        if self.blind && self.solved.is_none() {
+        if self.hides_its_scenario() {
             "a blind challenge".into()
         } else {
             self.scenario.clone()
