@@ -97,6 +97,15 @@ fn reset_quietly(t: &Trainee) {
     let _ = t.faultlab(&["reset"]);
 }
 
+/// Run `trial` for trainee `t`, resetting the session quietly if it fails.
+fn resetting(t: &Trainee, trial: impl FnOnce() -> Result<(), Failed>) -> Result<(), Failed> {
+    let result = trial();
+    if result.is_err() {
+        reset_quietly(t);
+    }
+    result
+}
+
 fn node_state(bed: &TestBed, rt: &tokio::runtime::Runtime) -> Result<String, Failed> {
     rt.block_on(suite::node_state(&bed.nodes[0])).map_err(|e| Failed::from(e.to_string()))
 }
@@ -108,7 +117,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failed> {
 fn documented_fix(description: &Path) -> Result<(), Failed> {
     let t = Trainee::new(description)?;
     let bed = TestBed::read(description).map_err(|e| e.to_string())?;
-    let result = (|| {
+    resetting(&t, || {
         let shown = t.ok(&["train", "pause-missing", "--provider", "existing"])?;
         for want in ["kubectl", "get pods", "FailedCreatePodSandBox", "faultlab check"] {
             if !shown.contains(want) {
@@ -180,18 +189,14 @@ fn documented_fix(description: &Path) -> Result<(), Failed> {
             return Err(format!("reset should rewrite the debrief {} and leave it:\n{reset}", page_path.display()).into());
         }
         Ok(())
-    })();
-    if result.is_err() {
-        reset_quietly(&t);
-    }
-    result
+    })
 }
 
 fn wrong_fix(description: &Path) -> Result<(), Failed> {
     let t = Trainee::new(description)?;
     let bed = TestBed::read(description).map_err(|e| e.to_string())?;
     let rt = runtime()?;
-    let result = (|| {
+    resetting(&t, || {
         t.ok(&["train", "configmap-missing", "--provider", "existing"])?;
         let ns = t.session()?;
         // The wrong fix: delete the pod and hope.
@@ -213,11 +218,7 @@ fn wrong_fix(description: &Path) -> Result<(), Failed> {
         }
         t.ok(&["reset"])?;
         Ok(())
-    })();
-    if result.is_err() {
-        reset_quietly(&t);
-    }
-    result
+    })
 }
 
 /// Three ways to make the gate read green without fixing anything, on container-args-wrong (whose
@@ -227,7 +228,7 @@ fn hidden_symptom(description: &Path) -> Result<(), Failed> {
     let t = Trainee::new(description)?;
     let bed = TestBed::read(description).map_err(|e| e.to_string())?;
     let rt = runtime()?;
-    let result = (|| {
+    resetting(&t, || {
         t.ok(&["train", "container-args-wrong", "--provider", "existing"])?;
         let ns = t.session()?;
         rt.block_on(async {
@@ -262,18 +263,14 @@ fn hidden_symptom(description: &Path) -> Result<(), Failed> {
         }
         t.ok(&["reset"])?;
         Ok(())
-    })();
-    if result.is_err() {
-        reset_quietly(&t);
-    }
-    result
+    })
 }
 
 /// A blind challenge (of one candidate, so the trial knows the answer): nothing the trainee is shown
 /// names it before it is fixed; the stages score; the fix names it.
 fn blind_challenge(description: &Path) -> Result<(), Failed> {
     let t = Trainee::new(description)?;
-    let result = (|| {
+    resetting(&t, || {
         let shown = t.ok(&["train", "--blind", "--from", "configmap-missing", "--provider", "existing", "--time-limit", "10m"])?;
         let ns = t.session()?;
         if !ns.starts_with("fl-challenge-") || shown.contains("configmap-missing") || !shown.contains("a blind challenge") {
@@ -297,11 +294,7 @@ fn blind_challenge(description: &Path) -> Result<(), Failed> {
         }
         t.ok(&["reset"])?;
         Ok(())
-    })();
-    if result.is_err() {
-        reset_quietly(&t);
-    }
-    result
+    })
 }
 
 /// Two sessions at once, each trainee with the kubeconfig `train` made: each may work in their own
@@ -311,7 +304,7 @@ fn two_trainees(description: &Path) -> Result<(), Failed> {
     let (a, b) = (Trainee::new(description)?, Trainee::new(description)?);
     let bed = TestBed::read(description).map_err(|e| e.to_string())?;
     let rt = runtime()?;
-    let result = (|| {
+    resetting(&a, || {
         a.ok(&["train", "configmap-missing", "--provider", "existing"])?;
         b.ok(&["train", "container-args-wrong", "--provider", "existing"])?;
         let (ns_a, ns_b) = (a.session()?, b.session()?);
@@ -368,12 +361,8 @@ fn two_trainees(description: &Path) -> Result<(), Failed> {
             Ok::<(), String>(())
         })?;
         Ok(())
-    })();
-    if result.is_err() {
-        reset_quietly(&a);
-        reset_quietly(&b);
-    }
-    result
+    })
+    .inspect_err(|_| reset_quietly(&b))
 }
 
 fn abandoned(description: &Path) -> Result<(), Failed> {
