@@ -10,7 +10,7 @@
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
 //!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`]
-//! 2. nodes and the API: [`node`], [`kube_ops`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
+//! 2. nodes and the API: [`node`], [`kube_ops`], [`attacher`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
 //! 5. faults: [`faults`]
@@ -21,6 +21,7 @@
 //!    line is `main.rs`.
 
 pub mod atomic;
+pub mod attacher;
 pub mod batch;
 pub mod check;
 pub mod cleanup;

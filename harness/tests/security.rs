@@ -63,6 +63,7 @@ fn main() -> ExitCode {
         add(format!("kubelet-{name}-read-only-port"), Box::new(move |_| http_status_is_not("kubelet :10255 /pods", &format!("http://{address}:10255/pods"), &[], "200")));
     }
     add("state-directory-and-certificates".into(), Box::new(|_| state_directory()));
+    add("csi-node-sockets-and-volumes".into(), Box::new(|(_, b)| csi_node(b)));
     add("ssh-node-forwarded-port-without-a-key".into(), Box::new(|(_, b)| ssh_without_key(b)));
     add("vm-guest-to-the-hosts-loopback".into(), Box::new(|(_, b)| vm_to_host(b)));
     add("registries-while-scenarios-hold-their-faults".into(), Box::new(|_| registries()));
@@ -123,6 +124,38 @@ fn apiserver_anonymous(bed: &TestBed) -> Result<(), Failed> {
 
 /// faultlab's state as root (journals: their undos run as root) and the test bed's keys: nobody can
 /// list, read or write them.
+/// Each node's CSI node plugin (`faultlab-cri csi-node`, started by `ci/testbed/up`): its two sockets,
+/// which publish volumes into pods as root, and the volumes' directories. A node in a VM keeps them in
+/// the VM; a node with a mount namespace of its own, where the host sees them.
+fn csi_node(bed: &TestBed) -> Result<(), Failed> {
+    let mut failed = Vec::new();
+    let mut tried = 0;
+    for node in bed.nodes.iter().filter(|n| n.ssh.is_none()) {
+        let root = &node.kubelet.root_dir;
+        for socket in [format!("{root}/plugins_registry/disk.faultlab.dev-reg.sock"), format!("{root}/plugins/disk.faultlab.dev/csi.sock")] {
+            if !std::fs::symlink_metadata(&socket).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+                continue;
+            }
+            tried += 1;
+            let connect = format!("import socket; s = socket.socket(socket.AF_UNIX); s.connect({socket:?}); print('connected')");
+            let out = as_nobody(&["python3", "-c", &connect]);
+            if let Err(e) = row(&format!("connect to {socket}"), &text(&out), out.status.success()) {
+                failed.push(e);
+            }
+        }
+    }
+    if tried == 0 && bed.nodes.iter().any(|n| n.ssh.is_none()) {
+        failed.push(format!("no node's CSI sockets were found under its kubelet's root ({}): is csi-node running?", bed.nodes[0].kubelet.root_dir).into());
+    }
+    let out = as_nobody(&["ls", "/var/lib/faultlab/csi-disks"]);
+    if std::path::Path::new("/var/lib/faultlab/csi-disks").exists() {
+        if let Err(e) = row("list the CSI volumes' directory /var/lib/faultlab/csi-disks", &text(&out), out.status.success()) {
+            failed.push(e);
+        }
+    }
+    failed.into_iter().next().map_or(Ok(()), Err)
+}
+
 fn state_directory() -> Result<(), Failed> {
     let mut failed = Vec::new();
     // faultlab makes its state directory as it does for any run (a directory made here would be this

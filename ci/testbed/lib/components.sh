@@ -134,12 +134,27 @@ fl_start_cri_proxy() {
   fl_wait_comp "$(fl_node_comp cri-proxy)" 30 fl_health_cri_proxy
 }
 
+# The node half of faultlab's CSI driver (faultlab-cri csi-node: the kubelet's plugin registration, CSI's
+# Identity and Node services; harness/cri/src/csi.rs): its sockets under the kubelet's root, its volumes
+# directories of FL_CSI_DISKS, which every node on this machine shares (a disk on a network). It runs in
+# the node's mount namespace itself, not through `ip netns exec` (which would give it a mount namespace of
+# its own, where the bind mounts it makes for the kubelet would stay); it needs no network.
+fl_start_csi_node() {
+  # The volumes are the pods' data: root's alone.
+  install -d -m 0700 "$FL_CSI_DISKS"
+  local argv=("$FL_CRI_BIN" csi-node --node-id "$FL_NODE" --driver "$FL_CSI_DRIVER" --kubelet-root "$FL_KUBELET_ROOT" --disks "$FL_CSI_DISKS")
+  if [ -n "$FL_NODE_MNTNS" ]; then argv=(nsenter --mount="$FL_NODE_MNTNS" -- "${argv[@]}"); fi
+  fl_start "$(fl_node_comp csi-node)" - "${argv[@]}"
+  fl_wait_comp "$(fl_node_comp csi-node)" 30 fl_health_csi_node
+}
+
 # Start a node's component, as its node (the caller's selected node stays).
 fl_node_comp_start() {
   case $1 in
     containerd) fl_start_containerd ;;
     cri-proxy) fl_start_cri_proxy ;;
     kubelet) fl_start_kubelet ;;
+    csi-node) fl_start_csi_node ;;
   esac
 }
 
@@ -149,7 +164,7 @@ fl_start_comp() {
     kube-apiserver) fl_start_apiserver ;;
     kube-controller-manager) fl_start_controller_manager ;;
     kube-scheduler) fl_start_scheduler ;;
-    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_start ;;
+    containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_start ;;
     vm) fl_start_vm ;;
   esac
 }

@@ -64,6 +64,9 @@ fl_faultlab() {
 # The node's CRI client: crictl is not packaged in Debian, so the node gets faultlab-cri (crictl's
 # pod-sandbox commands, the faultlab-cri crate in harness/cri/).
 FL_CRI_BIN=$FL_TB/bin/faultlab-cri
+# faultlab's CSI driver on the nodes (fl_start_csi_node): its name, and where its volumes are.
+FL_CSI_DRIVER=disk.faultlab.dev
+FL_CSI_DISKS=$FL_LIB/csi-disks
 fl_install_cri_client() {
   fl_install_cri_client_binary
   fl_check_cri_client

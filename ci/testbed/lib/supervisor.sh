@@ -14,9 +14,11 @@ FL_APISERVER_URL=https://$FL_APISERVER_BIND:$FL_APISERVER_PORT
 FL_NODE_APISERVER_URL=https://$FL_APISERVER_ADVERTISE:$FL_APISERVER_PORT
 
 FL_CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
-FL_NODE_COMPONENTS=(containerd kubelet)
+# csi-node: the node half of faultlab's CSI driver (faultlab-cri csi-node, fl_start_csi_node), once the
+# kubelet runs.
+FL_NODE_COMPONENTS=(containerd kubelet csi-node)
 # containerd 2: the kubelet's CRI calls go through the node's cri-proxy (FL_RUNTIME, lib.sh).
-[ "$FL_RUNTIME" != containerd2 ] || FL_NODE_COMPONENTS=(containerd cri-proxy kubelet)
+[ "$FL_RUNTIME" != containerd2 ] || FL_NODE_COMPONENTS=(containerd cri-proxy kubelet csi-node)
 # A node's components are named by the node: node 1's `containerd` and `kubelet` (their PID files and
 # logs as they always were), node K's `containerd@faultlab-node-K` and `kubelet@faultlab-node-K`.
 # fl_node_comp BASE: the selected node's BASE component.
@@ -68,7 +70,7 @@ fl_comp_pattern() {
     etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
     kube-apiserver | kube-controller-manager | kube-scheduler)
       echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
-    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
+    containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
     vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
     *) die "unknown component $1" ;;
   esac
@@ -81,6 +83,7 @@ fl_node_comp_pattern() {
     containerd) echo "^$(fl_ere_quote "$FL_CTRD_BIN_DIR")/containerd --config $FL_CTRD_CONF( |\$)" ;;
     cri-proxy) echo "^$FL_CRI_BIN proxy --listen $FL_CRI_PROXY_SOCK " ;;
     kubelet) echo "^$FL_CACHE/k8s/[^ ]*/bin/kubelet --config=$FL_KUBELET_CONF " ;;
+    csi-node) echo "^$FL_CRI_BIN csi-node --node-id $FL_NODE " ;;
   esac
 }
 
@@ -294,6 +297,8 @@ fl_health_cri_proxy() {
     "$FL_CRI_BIN" --runtime-endpoint "unix://$FL_CRI_PROXY_SOCK" --timeout 3 version >/dev/null
   fi
 }
+# The CSI node plugin's registration socket, where the node's kubelet looks for it.
+fl_health_csi_node() { fl_in_node_mnt test -S "$FL_KUBELET_ROOT/plugins_registry/$FL_CSI_DRIVER-reg.sock"; }
 fl_health_kubelet() { fl_in_node curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -qx ok; }
 fl_node_ready() {
   [ "$(fl_kubectl get node "$FL_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
@@ -304,6 +309,7 @@ fl_node_comp_health() {
     containerd) fl_health_containerd ;;
     cri-proxy) fl_health_cri_proxy ;;
     kubelet) fl_health_kubelet ;;
+    csi-node) fl_health_csi_node ;;
   esac
 }
 
@@ -313,7 +319,7 @@ fl_comp_health() {
     kube-apiserver) fl_health_apiserver ;;
     kube-controller-manager) fl_health_controller_manager ;;
     kube-scheduler) fl_health_scheduler ;;
-    containerd | cri-proxy | kubelet | containerd@* | cri-proxy@* | kubelet@*) fl_on_comp_node "$1" fl_node_comp_health ;;
+    containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_health ;;
     vm) fl_health_vm ;;
   esac
 }

@@ -30,6 +30,7 @@
 //! | `images` | table | kind v0.27.0 `pkg/cluster/internal/providers/common/logs.go:45` (`kind export logs` writes it to `images.log`; faultlab runs that at `harness/src/provider/kind.rs:934`) |
 //! | `inspecti` | `IMAGE` (a name or an image ID), JSON with the runtime's info | kind v0.27.0 `pkg/cluster/nodeutils/util.go:131` (`ImageID`: reads `status.id`) and `:151` (`ImageTags`: reads `status.repoTags`), from `kind load docker-image` (`pkg/cmd/kind/load/docker-image/docker-image.go:139`, `:156`; faultlab runs it at `harness/src/provider/kind.rs:741`) |
 //! | `proxy` | `--listen --upstream` | `ci/testbed/lib/components.sh:133`, `ci/testbed/test-lib:251`, `ci/kind/node-containerd2/etc/systemd/system/faultlab-cri-proxy.service:12` (not crictl's: see [`proxy`]) |
+//! | `csi-node` | `--node-id --driver --kubelet-root --disks` | `ci/testbed/lib/components.sh` (`fl_start_csi_node`: every test bed node; not crictl's: see [`csi`]) |
 //! | (all) | `--runtime-endpoint` | `harness/src/testbed.rs:197` (the test bed's node profile) |
 //! | (all) | `--timeout` | `harness/src/testbed.rs:199` (`50` on an emulated node), `ci/testbed/lib/supervisor.sh:292` |
 //!
@@ -54,6 +55,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub mod csi;
 pub mod proxy;
 pub mod relay;
 

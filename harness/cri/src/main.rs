@@ -115,6 +115,26 @@ enum Command {
         #[arg(long)]
         log_calls: bool,
     },
+    /// Serve the node half of faultlab's CSI driver to this node's kubelet (its plugin registration,
+    /// CSI's Identity and Node services) until SIGTERM or SIGINT. Ignores --runtime-endpoint and
+    /// --timeout. Not crictl's: see the library's `csi` module.
+    CsiNode {
+        /// The driver's name (the CSIDriver object's and the PersistentVolumes' spec.csi.driver).
+        #[arg(long, default_value = "disk.faultlab.dev")]
+        driver: String,
+        /// This node's ID: its Node object's name.
+        #[arg(long)]
+        node_id: String,
+        /// The kubelet's --root-dir.
+        #[arg(long, default_value = "/var/lib/kubelet")]
+        kubelet_root: PathBuf,
+        /// Where the volumes' directories are (one per volume ID).
+        #[arg(long)]
+        disks: PathBuf,
+        /// One line per call on stderr.
+        #[arg(long)]
+        log_calls: bool,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -144,6 +164,14 @@ async fn run(cli: Cli) -> Result<()> {
         let proxy = cri::proxy::Proxy::bind(&listen, &upstream)?.log_calls(*log_calls);
         eprintln!("faultlab-cri proxy: listening on {}, forwarding to {} (runtime.v1alpha2 -> runtime.v1)", listen.display(), upstream.display());
         proxy.serve_until_signal().await?;
+        return Ok(());
+    }
+    if let Command::CsiNode { driver, node_id, kubelet_root, disks, log_calls } = &cli.command {
+        let options = cri::csi::NodeOptions { driver: driver.clone(), node_id: node_id.clone(), kubelet_root: kubelet_root.clone(), disks: disks.clone() };
+        let (reg, sock) = (options.registration_socket(), options.csi_socket());
+        let plugin = cri::csi::NodePlugin::bind(options)?.log_calls(*log_calls);
+        eprintln!("faultlab-cri csi-node: {driver} for node {node_id}: registration {}, CSI {}", reg.display(), sock.display());
+        plugin.serve_until_signal().await?;
         return Ok(());
     }
     // Read a config before connecting: a bad file is the user's error, whatever the runtime.
@@ -234,7 +262,7 @@ async fn run(cli: Cli) -> Result<()> {
             };
             println!("{}", cri::inspect_json(&found, &status.info)?);
         }
-        Command::Proxy { .. } => unreachable!("served at the top of run"),
+        Command::Proxy { .. } | Command::CsiNode { .. } => unreachable!("served at the top of run"),
     }
     Ok(())
 }

@@ -103,30 +103,7 @@ impl Proxy {
     /// A socket already at `listen` (a proxy's leftover) is replaced; anything else there is refused.
     /// The upstream is not contacted until the first call.
     pub fn bind(listen: &Path, upstream: &Path) -> Result<Self, ProxyError> {
-        match fs::symlink_metadata(listen) {
-            Ok(meta) if meta.file_type().is_socket() => {}
-            Ok(meta) => return Err(ProxyError::NotASocket { path: listen.to_path_buf(), kind: kind_of(&meta.file_type()) }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(ProxyError::Inspect { path: listen.to_path_buf(), source }),
-        }
-        let name = listen.file_name().ok_or_else(|| ProxyError::ListenPath { path: listen.to_path_buf() })?;
-        let parent = listen.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        // Bound in a directory only its owner can enter, chmod-ed, then renamed into place (which also
-        // swaps out a stale socket atomically): no one else can connect in between.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let private = parent.join(format!(".{}.{}.{}", name.to_string_lossy(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        DirBuilder::new().mode(0o700).create(&private).map_err(|source| ProxyError::PrivateDir { path: private.clone(), source })?;
-        let inner = private.join("s");
-        let bound = (|| {
-            let listener = UnixListener::bind(&inner).map_err(|source| ProxyError::Bind { path: listen.to_path_buf(), source })?;
-            fs::set_permissions(&inner, Permissions::from_mode(0o600)).map_err(|source| ProxyError::Chmod { path: listen.to_path_buf(), source })?;
-            let meta = fs::symlink_metadata(&inner).map_err(|source| ProxyError::Inspect { path: inner.clone(), source })?;
-            fs::rename(&inner, listen).map_err(|source| ProxyError::Place { path: listen.to_path_buf(), source })?;
-            Ok((listener, meta))
-        })();
-        let _ = fs::remove_dir_all(&private);
-        let (listener, meta) = bound?;
-        let socket = SocketFile { path: listen.to_path_buf(), dev: meta.dev(), ino: meta.ino(), removed: false };
+        let (listener, socket) = bind_private(listen)?;
         Ok(Self { listener, socket, upstream: upstream.to_path_buf(), log: None })
     }
 
@@ -139,16 +116,8 @@ impl Proxy {
 
     /// Serve until SIGTERM or SIGINT, then stop as [`Proxy::serve`] does.
     pub async fn serve_until_signal(self) -> Result<(), ProxyError> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).map_err(|source| ProxyError::Signal { source })?;
-        let mut int = signal(SignalKind::interrupt()).map_err(|source| ProxyError::Signal { source })?;
-        self.serve(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        })
-        .await
+        let signalled = term_or_int().map_err(|source| ProxyError::Signal { source })?;
+        self.serve(signalled).await
     }
 
     /// Serve until `shutdown` completes; then remove the socket file and stop. Each connection is
@@ -198,8 +167,53 @@ impl Proxy {
     }
 }
 
-/// The socket file this proxy made, removed on shutdown (or drop) only if it is still that socket.
-struct SocketFile {
+/// A future that completes at the first SIGTERM or SIGINT (the handlers installed now).
+pub(crate) fn term_or_int() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}
+
+/// Bind a unix socket at `listen` (within a tokio runtime), mode 0600 before any client can reach it.
+/// A socket already at `listen` (a leftover of ours) is replaced; anything else there is refused. The
+/// socket file is removed when the returned [`SocketFile`] is (if it is still that socket).
+pub(crate) fn bind_private(listen: &Path) -> Result<(UnixListener, SocketFile), ProxyError> {
+    match fs::symlink_metadata(listen) {
+        Ok(meta) if meta.file_type().is_socket() => {}
+        Ok(meta) => return Err(ProxyError::NotASocket { path: listen.to_path_buf(), kind: kind_of(&meta.file_type()) }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(ProxyError::Inspect { path: listen.to_path_buf(), source }),
+    }
+    let name = listen.file_name().ok_or_else(|| ProxyError::ListenPath { path: listen.to_path_buf() })?;
+    let parent = listen.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // Bound in a directory only its owner can enter, chmod-ed, then renamed into place (which also
+    // swaps out a stale socket atomically): no one else can connect in between.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let private = parent.join(format!(".{}.{}.{}", name.to_string_lossy(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    DirBuilder::new().mode(0o700).create(&private).map_err(|source| ProxyError::PrivateDir { path: private.clone(), source })?;
+    let inner = private.join("s");
+    let bound = (|| {
+        let listener = UnixListener::bind(&inner).map_err(|source| ProxyError::Bind { path: listen.to_path_buf(), source })?;
+        fs::set_permissions(&inner, Permissions::from_mode(0o600)).map_err(|source| ProxyError::Chmod { path: listen.to_path_buf(), source })?;
+        let meta = fs::symlink_metadata(&inner).map_err(|source| ProxyError::Inspect { path: inner.clone(), source })?;
+        fs::rename(&inner, listen).map_err(|source| ProxyError::Place { path: listen.to_path_buf(), source })?;
+        Ok((listener, meta))
+    })();
+    let _ = fs::remove_dir_all(&private);
+    let (listener, meta) = bound?;
+    let socket = SocketFile { path: listen.to_path_buf(), dev: meta.dev(), ino: meta.ino(), removed: false };
+    Ok((listener, socket))
+}
+
+/// The socket file this proxy (or the CSI node plugin) made, removed on shutdown (or drop) only if
+/// it is still that socket.
+pub(crate) struct SocketFile {
     path: PathBuf,
     dev: u64,
     ino: u64,
@@ -207,7 +221,7 @@ struct SocketFile {
 }
 
 impl SocketFile {
-    fn remove(&mut self) -> Result<(), ProxyError> {
+    pub(crate) fn remove(&mut self) -> Result<(), ProxyError> {
         if std::mem::replace(&mut self.removed, true) {
             return Ok(());
         }
