@@ -137,7 +137,7 @@ fn csi_node(bed: &TestBed) -> Result<(), Failed> {
                 continue;
             }
             tried += 1;
-            let connect = format!("import socket; s = socket.socket(socket.AF_UNIX); s.connect({socket:?}); print('connected')");
+            let connect = format!("import socket, sys\ntry:\n    socket.socket(socket.AF_UNIX).connect({socket:?})\nexcept OSError as e:\n    sys.exit(str(e))\nprint('connected')");
             let out = as_nobody(&["python3", "-c", &connect]);
             if let Err(e) = row(&format!("connect to {socket}"), &text(&out), out.status.success()) {
                 failed.push(e);
