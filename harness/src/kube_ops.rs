@@ -72,6 +72,13 @@ pub trait ApiBackend: Send + Sync {
     async fn patch(&self, ar: &ApiResource, ns: Option<&str>, name: &str, patch: &serde_json::Value) -> Result<(), KubeError>;
     /// Delete the pods of `ns` that `selector` selects.
     async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError>;
+    /// Delete pod `name` at once, not waiting for its kubelet to confirm (`kubectl delete pod
+    /// --grace-period=0 --force`).
+    async fn force_delete_pod(&self, ns: &str, name: &str) -> Result<(), KubeError>;
+    /// The cluster's client, for what runs beside a run (a plan has none).
+    fn client(&self) -> Option<Client> {
+        None
+    }
     async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError>;
     async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError>;
 }
@@ -120,6 +127,19 @@ impl ApiBackend for Client {
             .await
             .map(|_| ())
             .map_err(|source| KubeError::Call { verb: "delete", what: format!("pods -l {selector}").into(), source })
+    }
+
+    async fn force_delete_pod(&self, ns: &str, name: &str) -> Result<(), KubeError> {
+        let api: Api<Pod> = Api::namespaced(self.clone(), ns);
+        match api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(source) => Err(KubeError::Call { verb: "force-delete", what: format!("Pod {name}").into(), source }),
+        }
+    }
+
+    fn client(&self) -> Option<Client> {
+        Some(self.clone())
     }
 
     async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
@@ -178,6 +198,12 @@ impl<B: ApiBackend> ApiBackend for Timed<B> {
     async fn delete_pods(&self, ns: &str, selector: &str) -> Result<(), KubeError> {
         self.rec.timed(Work::Api, self.inner.delete_pods(ns, selector)).await
     }
+    async fn force_delete_pod(&self, ns: &str, name: &str) -> Result<(), KubeError> {
+        self.rec.timed(Work::Api, self.inner.force_delete_pod(ns, name)).await
+    }
+    fn client(&self) -> Option<Client> {
+        self.inner.client()
+    }
     async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
         self.rec.timed(Work::Api, self.inner.list(ar, ns, selector)).await
     }
@@ -201,6 +227,10 @@ impl ApiBackend for Scripted {
     }
 
     async fn delete_pods(&self, _: &str, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn force_delete_pod(&self, _: &str, _: &str) -> Result<(), KubeError> {
         Ok(())
     }
 
@@ -335,6 +365,20 @@ impl Kube {
         let ar = resource("v1", "Pod");
         self.note(format!("DELETE {}?labelSelector={selector}", path(&ar, Some(ns), None)));
         self.api.delete_pods(ns, selector).await
+    }
+
+    /// Delete pod `name` of `ns` at once, as `kubectl delete pod --grace-period=0 --force` does: the
+    /// API forgets it without its kubelet's word (a name that is not one object's is refused first).
+    pub async fn force_delete_pod(&self, ns: &str, name: &str) -> Result<(), KubeError> {
+        let ar = resource("v1", "Pod");
+        guard_delete(&ar, Some(ns), name)?;
+        self.note(format!("DELETE {} gracePeriodSeconds=0", path(&ar, Some(ns), Some(name))));
+        self.api.force_delete_pod(ns, name).await
+    }
+
+    /// The cluster's client, for a helper that runs beside the run (None in a plan, where nothing runs).
+    pub fn client(&self) -> Option<Client> {
+        self.api.client()
     }
 
     /// List typed objects (in a plan, what its script answers).

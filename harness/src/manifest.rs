@@ -96,17 +96,37 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// What `faultlab run --jobs` does on a cluster of several nodes, where each scenario has the node the
 /// runner gave it. Objects that make no pods are left as they are.
 pub fn pin_to_node(object: &mut serde_json::Value, node: &str) {
+    let Some(spec) = pod_spec_mut(object) else { return };
+    let selector = spec.entry("nodeSelector").or_insert_with(|| serde_json::json!({}));
+    if let Some(map) = selector.as_object_mut() {
+        map.insert(HOSTNAME_LABEL.into(), node.into());
+    }
+}
+
+/// The pod spec of an object that is or makes pods (a Pod's own, a controller's template's).
+fn pod_spec_mut(object: &mut serde_json::Value) -> Option<&mut serde_json::Map<String, serde_json::Value>> {
     let kind = object.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
     let at = match kind {
         "Pod" => "/spec",
         "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => "/spec/template/spec",
         "CronJob" => "/spec/jobTemplate/spec/template/spec",
-        _ => return,
+        _ => return None,
     };
-    let Some(spec) = object.pointer_mut(at).and_then(|s| s.as_object_mut()) else { return };
-    let selector = spec.entry("nodeSelector").or_insert_with(|| serde_json::json!({}));
-    if let Some(map) = selector.as_object_mut() {
-        map.insert(HOSTNAME_LABEL.into(), node.into());
+    object.pointer_mut(at).and_then(|s| s.as_object_mut())
+}
+
+/// Prefer `node` for the pods an object makes (or is): a preferred node affinity for
+/// `kubernetes.io/hostname: node`, so they start there and may run elsewhere when it fails (a workload
+/// that moves between nodes, [`crate::needs::Needs::moves_between_nodes`]). The object's own affinity
+/// terms stay; objects that make no pods are left as they are.
+pub fn prefer_node(object: &mut serde_json::Value, node: &str) {
+    let Some(spec) = pod_spec_mut(object) else { return };
+    let term = serde_json::json!({"weight": 100, "preference": {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]}});
+    let affinity = spec.entry("affinity").or_insert_with(|| serde_json::json!({}));
+    let Some(node_affinity) = affinity.as_object_mut().map(|a| a.entry("nodeAffinity").or_insert_with(|| serde_json::json!({}))) else { return };
+    let Some(preferred) = node_affinity.as_object_mut().map(|n| n.entry("preferredDuringSchedulingIgnoredDuringExecution").or_insert_with(|| serde_json::json!([]))) else { return };
+    if let Some(list) = preferred.as_array_mut() {
+        list.push(term);
     }
 }
 
@@ -288,6 +308,22 @@ mod tests {
         assert_eq!(docs[1].value.pointer("/spec/nodeSelector").unwrap(), &serde_json::json!({"kubernetes.io/hostname": "faultlab-node-2"}));
         assert_eq!(docs[2].value.pointer("/spec/jobTemplate/spec/template/spec/nodeSelector/kubernetes.io~1hostname").unwrap(), "faultlab-node-2");
         assert_eq!(docs[3].value, serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}, "data": {"a": "b"}}));
+    }
+
+    #[test]
+    fn prefers_a_node_beside_the_objects_own_affinity() {
+        let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: db}\nspec:\n  template:\n    spec:\n      affinity:\n        podAntiAffinity: {}\n        nodeAffinity:\n          preferredDuringSchedulingIgnoredDuringExecution:\n            - {weight: 1, preference: {matchExpressions: [{key: disk, operator: In, values: [ssd]}]}}\n      containers: []\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv}\nspec: {}\n";
+        let mut docs = split(text).unwrap();
+        for d in &mut docs {
+            prefer_node(&mut d.value, "faultlab-node-2");
+        }
+        let affinity = docs[0].value.pointer("/spec/template/spec/affinity").unwrap();
+        assert!(affinity.get("podAntiAffinity").is_some(), "{affinity}");
+        let preferred = affinity.pointer("/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution").unwrap().as_array().unwrap();
+        assert_eq!(preferred.len(), 2, "the object's own term stays");
+        assert_eq!(preferred[1], serde_json::json!({"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["faultlab-node-2"]}]}}));
+        assert!(docs[0].value.pointer("/spec/template/spec/nodeSelector").is_none(), "not pinned: it may move");
+        assert_eq!(docs[1].value.pointer("/spec").unwrap(), &serde_json::json!({}));
     }
 
     #[test]

@@ -22,6 +22,14 @@ pub struct Needs {
     /// What the fault writes to the node's disk beyond the containerd disk, at most, in MiB (on kind
     /// the node's disk is the host's).
     pub disk_writes_mib: u64,
+    /// The workload moves off the run's node to another, as a failed node's pods do once evicted: the
+    /// cluster needs a second node the workload may run on, and the run prefers its node for the
+    /// workload rather than pinning it there (on a cluster of one node the run is refused).
+    pub moves_between_nodes: bool,
+    /// faultlab's CSI driver (`disk.faultlab.dev`): its node plugin on every node, its volumes in a
+    /// directory the nodes share (the test bed runs it always; kind starts it on nodes whose image
+    /// carries faultlab-cri).
+    pub csi_driver: bool,
     /// Ports of this machine that the fault's helpers listen on (a run's registry and its proxy): two
     /// scenarios naming the same port on the same address never run at once (`faultlab run --jobs`).
     pub host_ports: Vec<crate::schedule::HostPort>,
@@ -32,7 +40,7 @@ impl Needs {
     /// created with config patches, a node bootstrap or without its CNI). Ports and disk writes are
     /// not: they are the run's, not the cluster's.
     pub fn shapes_cluster(&self) -> bool {
-        self.local_sandbox_image.is_some() || self.static_cpu_manager.is_some() || self.containerd_disk_mib.is_some() || self.no_image_gc || self.no_default_cni
+        self.local_sandbox_image.is_some() || self.static_cpu_manager.is_some() || self.containerd_disk_mib.is_some() || self.no_image_gc || self.no_default_cni || self.moves_between_nodes || self.csi_driver
     }
 
     /// The settings these needs make a platform with, in words ("nothing" for none).
@@ -52,6 +60,12 @@ impl Needs {
         }
         if self.no_default_cni {
             parts.push("no default CNI".into());
+        }
+        if self.moves_between_nodes {
+            parts.push("a second node the workload can move to".into());
+        }
+        if self.csi_driver {
+            parts.push("faultlab's CSI driver on every node".into());
         }
         if parts.is_empty() {
             "nothing".into()
@@ -75,12 +89,18 @@ impl Needs {
         if self.no_default_cni != other.no_default_cni {
             return None;
         }
+        // A cluster of two nodes pins every other scenario's workload to a node: one of its own.
+        if self.moves_between_nodes != other.moves_between_nodes {
+            return None;
+        }
         Some(Needs {
             local_sandbox_image: either(&self.local_sandbox_image, &other.local_sandbox_image)?,
             static_cpu_manager: either(&self.static_cpu_manager, &other.static_cpu_manager)?,
             containerd_disk_mib: either(&self.containerd_disk_mib, &other.containerd_disk_mib)?,
             no_image_gc: self.no_image_gc || other.no_image_gc,
             no_default_cni: self.no_default_cni,
+            moves_between_nodes: self.moves_between_nodes,
+            csi_driver: self.csi_driver || other.csi_driver,
             disk_writes_mib: self.disk_writes_mib.max(other.disk_writes_mib),
             host_ports: Vec::new(),
         })
@@ -126,6 +146,19 @@ mod tests {
         let no_cni = Needs { no_default_cni: true, ..Default::default() };
         assert_eq!(no_cni.merged(&Needs::default()), None, "a cluster has its CNI or has none");
         assert_eq!(no_cni.merged(&no_cni), Some(no_cni.clone()));
+    }
+
+    #[test]
+    fn a_second_node_shapes_the_cluster_and_is_its_own() {
+        let moves = Needs { moves_between_nodes: true, ..Default::default() };
+        assert!(moves.shapes_cluster());
+        assert_eq!(moves.describe(), "a second node the workload can move to");
+        let cpu = Needs { static_cpu_manager: Some("500m".into()), ..Default::default() };
+        assert_eq!(cpu.merged(&moves), None, "a cluster of two nodes is not shared with a scenario of one");
+        assert!(moves.merged(&moves).is_some_and(|n| n.moves_between_nodes));
+        let csi = Needs { csi_driver: true, ..Default::default() };
+        assert!(csi.shapes_cluster());
+        assert!(cpu.merged(&csi).is_some_and(|n| n.csi_driver && n.static_cpu_manager.is_some()), "the driver harms no other scenario");
     }
 
     #[test]

@@ -385,7 +385,12 @@ impl Run {
         self.fault.fault().prepare(&ctx).await.map_err(RunError::Setup)?;
         for mut object in self.scenario.objects(&ctx.vars)? {
             if self.pin {
-                crate::manifest::pin_to_node(&mut object.value, ctx.node.name());
+                if self.fault.fault().needs().moves_between_nodes {
+                    // It starts on the run's node and moves off it (the fault's symptom): preferred, not pinned.
+                    crate::manifest::prefer_node(&mut object.value, ctx.node.name());
+                } else {
+                    crate::manifest::pin_to_node(&mut object.value, ctx.node.name());
+                }
             }
             let ns = if object.cluster_scoped {
                 // Declared in workload.clusterObjects (checked at load): journal its deletion first.
@@ -670,7 +675,8 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
 /// alone or in a script).
 pub fn restarts_daemon(profile: &NodeProfile, undo: &Undo) -> bool {
     let Undo::Node { cmd, .. } = undo else { return false };
-    [&profile.kubelet.restart, &profile.containerd.restart]
+    let kubelet_start = profile.kubelet.control.as_ref().map(|c| c.start.clone()).unwrap_or_default();
+    [&profile.kubelet.restart, &profile.containerd.restart, &kubelet_start]
         .iter()
         .any(|r| !r.is_empty() && (cmd.argv == **r || cmd.argv.iter().any(|a| a.contains(&crate::cmd::shell_join(r)))))
 }
@@ -727,6 +733,8 @@ mod tests {
         let node = |cmd: Cmd| Undo::Node { access: access.clone(), cmd };
         assert!(restarts_daemon(&profile, &node(profile.restart_kubelet())));
         assert!(restarts_daemon(&profile, &node(profile.restart_containerd())));
+        let start = profile.kubelet.control.clone().expect("the sample's kubelet has control").start;
+        assert!(restarts_daemon(&profile, &node(Cmd::new(start))), "starting a stopped kubelet");
         let script = format!("cp /a /b; {}", profile.restart_kubelet().shell_line());
         assert!(restarts_daemon(&profile, &node(Cmd::shell(script))));
         assert!(!restarts_daemon(&profile, &node(Cmd::new(["ip", "route", "replace", "default"]))));

@@ -802,4 +802,16 @@ mod snapshot_tests {
         }
         assert_eq!(scenario.snapshot.rewritten("Error: ErrImagePull"), "Error: ErrImagePull");
     }
+
+    /// volume-multi-attach's rewrite: the new pod's node is any but the failed one.
+    #[test]
+    fn volume_multi_attachs_rewrite_reads_any_other_test_bed_node_as_one() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/volume-multi-attach.yaml");
+        let scenario = parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        for node in ["<node>", "<node>-2", "<node>-3"] {
+            let message = format!("Successfully assigned <namespace>/db-<hash>-<id> to {node}");
+            assert_eq!(scenario.snapshot.rewritten(&message), "Successfully assigned <namespace>/db-<hash>-<id> to <another node>");
+        }
+        assert_eq!(scenario.snapshot.rewritten("Node <node> status is now: NodeNotReady"), "Node <node> status is now: NodeNotReady");
+    }
 }

@@ -144,10 +144,16 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
             }
             let mut kind = on_existing(kind_provider_on(scenario, *arch, *keep, node_image.clone(), std::sync::Arc::new(crate::provider::LocalHost)), cluster.as_deref());
             kind.host = std::sync::Arc::new(crate::provider::PlannedHost::new(kind.plan_answers()));
-            let cluster = kind.provision(&rec).await?;
-            rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
-            let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
-            (node, Some((kind, cluster)))
+            // A fault that refuses the node the cluster would have is refused before any cluster is made.
+            let planned = kind.planned_node(&rec).await?;
+            if scenario.scenario.fault.fault().refusal(&planned).is_some() {
+                (planned, None)
+            } else {
+                let cluster = kind.provision(&rec).await?;
+                rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
+                let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
+                (node, Some((kind, cluster)))
+            }
         }
         ProviderChoice::Existing { description, target } => {
             let node = if description.is_file() {
@@ -200,6 +206,28 @@ pub struct RunOptions {
 }
 
 /// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
+/// On kind, why the fault refuses the node the cluster would have, if it does, found before any
+/// cluster is made (from the node image's labels): a refused run costs no cluster.
+async fn kind_node_refusal(scenario: &Loaded, choice: &ProviderChoice, rec: &Recorder) -> Option<String> {
+    let ProviderChoice::Kind { arch, keep, node_image, cluster } = choice else { return None };
+    let kind = on_existing(kind_provider(scenario, *arch, *keep, node_image.clone()), cluster.as_deref());
+    let node = kind.planned_node(rec).await.ok()?;
+    let why = scenario.scenario.fault.fault().refusal(&node)?;
+    Some(format!("refusing to run {} on kind (node image {}): {why}", scenario.name(), node_image.as_deref().unwrap_or("kindest/node, kind-configs' default")))
+}
+
+/// Why a cluster of `nodes` nodes cannot run the scenario, if it cannot: a workload that moves to
+/// another node needs one ([`crate::needs::Needs::moves_between_nodes`]).
+pub fn nodes_refusal(scenario: &Loaded, nodes: usize) -> Option<String> {
+    (scenario.scenario.fault.fault().needs().moves_between_nodes && nodes < 2).then(|| {
+        format!(
+            "fault {} moves the workload off its node to another, and the cluster lists {nodes} node{}: it needs two or more (the test bed: ci/testbed/up --nodes 2)",
+            scenario.scenario.fault.name(),
+            if nodes == 1 { "" } else { "s" }
+        )
+    })
+}
+
 pub fn host_wide_refusal(scenario: &Loaded, choice: &ProviderChoice, allow_host_wide: bool) -> Option<String> {
     let reach = scenario.scenario.fault.fault().host_wide_on_kind()?;
     match choice {
@@ -350,6 +378,9 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
     if let Some(refusal) = host_wide_refusal(scenario, choice, options.allow_host_wide) {
         return refused(report, Phase::Setup, refusal);
     }
+    if let Some(refusal) = kind_node_refusal(scenario, choice, &rec).await {
+        return refused(report, Phase::Setup, refusal);
+    }
     // Where the snapshots are, settled before anything is created.
     let store = match snapshot::Store::for_scenario(&scenario.path, options.expectations.as_deref()) {
         Ok(store) => store,
@@ -368,7 +399,8 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         Some(_) => RunOptions { allow_existing: None, node: None, ..options.clone() },
         None => options.clone(),
     };
-    let mut report = match connect(lease.provider(), &lease.cluster, &connecting, &rec, &mut interrupts).await {
+    let moves = scenario.scenario.fault.fault().needs().moves_between_nodes;
+    let mut report = match connect(lease.provider(), &lease.cluster, &connecting, moves, &rec, &mut interrupts).await {
         Ok((ready, platform)) => {
             drop(interrupts);
             report.platform = platform;
@@ -426,7 +458,8 @@ struct Ready {
 }
 
 /// Check that faults may go into the cluster, connect, ask the platform and pick the node.
-async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, options: &RunOptions, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), Stopped> {
+/// `scenario_moves`: the scenario's workload moves off its node ([`Needs::moves_between_nodes`]).
+async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, options: &RunOptions, scenario_moves: bool, rec: &Recorder, interrupts: &mut Interrupts) -> Result<(Ready, String), Stopped> {
     check_safety(cluster, options.allow_existing.as_deref()).map_err(|e| Stopped::refusal(e.to_string()))?;
     let client = tokio::select! {
         c = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context) => c.map_err(|e| e.to_string())?,
@@ -440,6 +473,8 @@ async fn connect(provider: &dyn Provider, cluster: &crate::provider::Cluster, op
     };
     let node = match &options.node {
         Some(name) => pick_node(&cluster.nodes, Some(name)).ok_or_else(|| format!("cluster of context {} has no node {name} (its nodes: {})", cluster.context, cluster.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")))?,
+        // A workload that moves goes from the last node (kind: a worker, not the control plane) to another.
+        None if scenario_moves => cluster.nodes.last().cloned().ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?,
         None => pick_node(&cluster.nodes, None).ok_or_else(|| format!("cluster of context {} lists no node", cluster.context))?,
     };
     Ok((Ready { cluster: cluster.clone(), client, node }, platform))
@@ -451,6 +486,9 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     report.node = node.name.clone();
     if let Some(why) = scenario.scenario.fault.fault().refusal(&node) {
         return refused(report, Phase::Setup, format!("refusing to run {} on node {}: {why}", scenario.name(), node.name));
+    }
+    if let Some(why) = nodes_refusal(scenario, cluster.nodes.len()) {
+        return refused(report, Phase::Setup, format!("refusing to run {}: {why}", scenario.name()));
     }
     let journals = match journal::journal_dir() {
         Ok(dir) => dir,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::datafile::{self, ApiVersion, DataFileError};
 use crate::node::runtime::{self, ContainerdVersion, RuntimeError};
-use crate::node::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile, SshAccess};
+use crate::node::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, CsiProfile, DiskProfile, ImageSet, KubeletProfile, NodeProfile, RegistryProfile, SshAccess};
 
 pub const DEFAULT_PATH: &str = "/var/lib/faultlab/testbed/testbed.yaml";
 
@@ -147,6 +147,12 @@ pub struct Facts {
     /// A runc of another release on the node, which it cannot run (sid's; runtime-parts-mismatch's).
     #[arg(long)]
     pub foreign_runc: Option<String>,
+    /// faultlab's CSI driver, whose node plugin runs on the node (`faultlab-cri csi-node`), and the
+    /// directory of its volumes there, which the test bed's nodes share.
+    #[arg(long, requires = "csi_disks")]
+    pub csi_driver: Option<String>,
+    #[arg(long, requires = "csi_driver")]
+    pub csi_disks: Option<String>,
     /// The loop file under containerd's root, its device (if attached) and size.
     #[arg(long)]
     pub disk_file: String,
@@ -219,11 +225,12 @@ impl Facts {
         }
         let mut take = |role: &'static str| images.remove(role).ok_or(FactsError::RoleMissing { role });
         let (pause, busybox) = (take("pause")?, take("busybox")?);
-        let restart = |what: &str| {
-            let mut argv = vec![self.node_script.clone(), "restart".into(), what.into()];
+        let node_script = |verb: &str, what: &str| {
+            let mut argv = vec![self.node_script.clone(), verb.into(), what.into()];
             argv.extend(self.node_script_args.iter().cloned());
             argv
         };
+        let restart = |what: &str| node_script("restart", what);
         let ssh = self.ssh_destination.as_ref().map(|destination| SshAccess {
             destination: destination.clone(),
             port: self.ssh_port,
@@ -255,6 +262,11 @@ impl Facts {
                 config: self.kubelet_config.clone(),
                 extra_flags_file: Some(self.kubelet_extra_flags.clone()),
                 restart: restart("kubelet"),
+                control: Some(ComponentControl {
+                    stop: node_script("stop", "kubelet"),
+                    start: node_script("start", "kubelet"),
+                    status: node_script("status", "kubelet"),
+                }),
             },
             crictl: Some(self.cri_argv(emulated)),
             disk: Some(DiskProfile {
@@ -281,6 +293,10 @@ impl Facts {
                     })
                     .collect(),
             }),
+            csi: match (&self.csi_driver, &self.csi_disks) {
+                (Some(driver), Some(disks)) => Some(CsiProfile { driver: driver.clone(), disks: disks.clone() }),
+                _ => None,
+            },
         };
         let mut nodes = vec![node];
         for path in &self.add_nodes_from {
@@ -472,6 +488,8 @@ pub(crate) mod tests {
             cri_client: "/var/lib/faultlab/testbed/bin/faultlab-cri".into(),
             ctr: None,
             foreign_runc: Some("/var/cache/faultlab/sid-runc/1.3.6+ds1-1-amd64/usr/sbin/runc".into()),
+            csi_driver: Some("disk.faultlab.dev".into()),
+            csi_disks: Some("/var/lib/faultlab/csi-disks".into()),
             disk_file: "/var/cache/faultlab/containerd.img".into(),
             disk_device: Some("/dev/loop0".into()),
             disk_mib: 1024,

@@ -226,6 +226,7 @@ fl_describe_node_args() {
     --containerd-socket "$FL_CTRD_SOCK" --containerd-root "$FL_CTRD_ROOT" --containerd-config "$FL_CTRD_CONF"
     --sandbox-image "$FL_PAUSE_REF" --kubelet-root "$FL_KUBELET_ROOT" --kubelet-config "$FL_KUBELET_CONF"
     --kubelet-extra-flags "$FL_KUBELET_EXTRA" --node-script "$node_script" "${node_arg[@]}" --cri-client "$FL_CRI_BIN" "${ctr[@]}"
+    --csi-driver "$FL_CSI_DRIVER" --csi-disks "$FL_CSI_DISKS"
     --disk-file "$FL_DISK_FILE" --disk-device "$disk_device" --disk-mib "$FL_DISK_MIB"
     --node-package "$FL_NODE_PACKAGE" "${registry[@]}" --control-plane-script "$FL_TESTBED_DIR/control-plane" "${images[@]}")
 }

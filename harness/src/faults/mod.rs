@@ -106,4 +106,5 @@ faults! {
     "registry-x509" => registry_x509::RegistryX509,
     "runtime-parts-mismatch" => runtime_parts_mismatch::RuntimePartsMismatch,
     "storageclass-missing" => storageclass_missing::StorageclassMissing,
+    "volume-multi-attach" => volume_multi_attach::VolumeMultiAttach,
 }

@@ -16,4 +16,4 @@ pub mod runtime;
 pub use exec::FakeExecutor;
 pub use exec::{Executor, HostExecutor, Node, ScriptedExecutor, TimedExecutor};
 pub use runtime::{CgroupDriver, CgroupVersion, ConfigVersion, ContainerdConfig, ContainerdVersion, RuntimeError, RuntimeFacts, Setting, SettingValue};
-pub use profile::{CommandsOn, ComponentControl, ContainerdProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile, SshAccess};
+pub use profile::{CommandsOn, ComponentControl, ContainerdProfile, CsiProfile, ControlPlaneProfile, DiskProfile, ImageSet, KubeletProfile, NodeAccess, NodeProfile, RegistryProfile, SshAccess};

@@ -152,6 +152,23 @@ pub struct KubeletProfile {
     pub extra_flags_file: Option<String>,
     /// Node argv that restarts kubelet and waits until it is healthy.
     pub restart: Vec<String>,
+    /// Node argv that stop the kubelet and keep it stopped, start it again and print `running` while it
+    /// runs: a node whose kubelet is gone, as a failed node's is (absent: the platform does not let
+    /// faults stop it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ComponentControl>,
+}
+
+/// faultlab's CSI driver on a node: its node plugin (`faultlab-cri csi-node`) runs there, registered
+/// with the kubelet, and a volume is a directory in `disks`, which every node of the cluster shares
+/// (a disk on a network, attached to one node at a time by the controller manager).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiProfile {
+    /// The driver's name (`disk.faultlab.dev`).
+    pub driver: String,
+    /// Where the node plugin keeps its volumes, a directory each (on the node).
+    pub disks: String,
 }
 
 /// The size-limited filesystem under containerd's root.
@@ -225,6 +242,9 @@ pub struct NodeProfile {
     /// How faults stop and start the cluster's control plane (absent: the platform does not let them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneProfile>,
+    /// faultlab's CSI driver on the node, if the platform runs it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiProfile>,
 }
 
 /// How faults stop and start the control plane's components: argv data, run on this machine (the test

@@ -110,7 +110,16 @@ pub struct KindNeeds {
     /// Room the run takes on the host's disk, in MiB, under Docker's root (a loop file in a node's
     /// volume, and what the fault writes): checked before the cluster is created.
     pub host_disk_mib: u64,
+    /// Worker nodes beside the control plane (a workload that moves off its node needs one).
+    pub workers: usize,
+    /// faultlab's CSI node plugin on every node (`faultlab-cri csi-node`, where the image has
+    /// faultlab-cri), its volumes in a directory of the run's that every node mounts at [`CSI_DISKS`].
+    pub csi_driver: bool,
 }
+
+/// Where faultlab's CSI node plugin keeps its volumes on a kind node: a directory of the run's own on
+/// this host (`<run dir>/csi-disks`), mounted into every node, as a network disk every node reaches.
+pub const CSI_DISKS: &str = "/var/lib/faultlab/csi-disks";
 
 /// kind: the loop file containerd's root is moved onto when a scenario needs a containerd disk.
 pub const DISK_BACKING_FILE: &str = "/var/lib/faultlab-containerd.ext4";
@@ -149,6 +158,17 @@ pub fn control_plane() -> crate::node::ControlPlaneProfile {
     crate::node::ControlPlaneProfile {
         on: crate::node::CommandsOn::Node,
         components: ["kube-controller-manager", "kube-scheduler"].into_iter().map(|c| (c.to_string(), component(c))).collect(),
+    }
+}
+
+/// The kubelet of a kind node, a systemd unit: stopped and started by systemctl, which returns once
+/// the unit has (`start` once systemd has started it; the kubelet's own health comes later).
+pub fn kubelet_control() -> crate::node::ComponentControl {
+    let systemctl = |verb: &str| vec!["systemctl".to_string(), verb.to_string(), "kubelet".to_string()];
+    crate::node::ComponentControl {
+        stop: systemctl("stop"),
+        start: systemctl("start"),
+        status: vec!["sh".into(), "-c".into(), "systemctl is-active --quiet kubelet && echo running || echo stopped".into()],
     }
 }
 
@@ -229,6 +249,8 @@ impl KindNeeds {
             k.kubelet_config = Some(Value::Object(kubelet));
         }
         k.containerd_disk_mib = needs.containerd_disk_mib;
+        k.workers = usize::from(needs.moves_between_nodes);
+        k.csi_driver = needs.csi_driver;
         k.host_disk_mib = needs.containerd_disk_mib.unwrap_or(0).saturating_add(needs.disk_writes_mib);
         k
     }
@@ -471,6 +493,54 @@ impl Kind {
         self.workdir.join("kubeconfig")
     }
 
+    /// The run's CSI volumes on this host, mounted into every node at [`CSI_DISKS`] (they go with the
+    /// run's directory when the cluster is deleted).
+    pub fn csi_disks_dir(&self) -> PathBuf {
+        self.workdir.join("csi-disks")
+    }
+
+    /// faultlab-cri on the nodes, if the node image carries it (its CRI client label names it).
+    fn faultlab_cri(&self) -> Option<String> {
+        self.image_info.get().and_then(|i| i.crictl.clone()).filter(|c| c == "faultlab-cri" || c.ends_with("/faultlab-cri"))
+    }
+
+    /// Start faultlab's CSI node plugin on each node (detached, its log in the node's
+    /// /var/log/faultlab-csi-node.log) and wait for its registration socket, then, with workers,
+    /// restart kube-controller-manager once every node is Ready (the test bed's reason: its nodes join
+    /// together, and this 1.20.2 controller manager then never taints a failed one NoExecute,
+    /// kubernetes#94183).
+    async fn start_csi_driver(&self, nodes: &[String], rec: &Recorder) -> Result<(), ProviderError> {
+        let Some(cri) = self.faultlab_cri() else { return Ok(()) };
+        let failed = |source| ProviderError::Create { name: self.name.clone(), source };
+        for node in nodes {
+            let plugin = format!(
+                "nohup {cri} csi-node --node-id {node} --driver {} --kubelet-root /var/lib/kubelet --disks {CSI_DISKS} >>/var/log/faultlab-csi-node.log 2>&1 &",
+                crate::attacher::DRIVER
+            );
+            let argv: Vec<String> = ["docker", "exec", node.as_str(), "sh", "-c", plugin.as_str()].map(String::from).to_vec();
+            self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(30))).await.map_err(failed)?;
+            let socket = format!("/var/lib/kubelet/plugins_registry/{}-reg.sock", crate::attacher::DRIVER);
+            let wait = format!("for i in $(seq 60); do [ -S {socket} ] && exit 0; sleep 1; done; echo 'no {socket} after 60 s' >&2; tail -n 20 /var/log/faultlab-csi-node.log >&2; exit 1");
+            let argv: Vec<String> = ["docker", "exec", node.as_str(), "sh", "-c", wait.as_str()].map(String::from).to_vec();
+            self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(75))).await.map_err(failed)?;
+        }
+        if self.needs.workers == 0 {
+            return Ok(());
+        }
+        let Some(cp) = nodes.iter().find(|n| n.ends_with("-control-plane")) else { return Ok(()) };
+        let ready = "kubectl --kubeconfig /etc/kubernetes/admin.conf wait --for=condition=Ready node --all --timeout=150s";
+        let argv: Vec<String> = ["docker", "exec", cp.as_str(), "sh", "-c", ready].map(String::from).to_vec();
+        self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(170))).await.map_err(failed)?;
+        rec.push(Channel::Note, "restart kube-controller-manager now that every node is Ready (kubernetes#94183: nodes that join together are never tainted NoExecute by this 1.20 controller manager once they fail)".to_string());
+        let control = &control_plane().components["kube-controller-manager"];
+        for step in [&control.stop, &control.start] {
+            let mut argv: Vec<String> = vec!["docker".into(), "exec".into(), cp.clone()];
+            argv.extend(step.iter().cloned());
+            self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(150))).await.map_err(failed)?;
+        }
+        Ok(())
+    }
+
     pub fn context(&self) -> String {
         format!("kind-{}", self.name)
     }
@@ -543,6 +613,18 @@ impl Kind {
     pub fn compose(&self) -> Result<String, ProviderError> {
         let (_, mut config) = self.base_config()?;
         compose(&mut config, &self.needs);
+        if self.needs.csi_driver {
+            // Every node (the workers copy the control plane's entry below) mounts the run's disks.
+            let mount = json!({"hostPath": self.csi_disks_dir().display().to_string(), "containerPath": CSI_DISKS});
+            for node in config.get_mut("nodes").and_then(|n| n.as_array_mut()).into_iter().flatten() {
+                if let Some(mounts) = node.as_object_mut().map(|n| n.entry("extraMounts").or_insert_with(|| json!([]))) {
+                    if let Some(list) = mounts.as_array_mut() {
+                        list.push(mount.clone());
+                    }
+                }
+            }
+        }
+        add_workers(&mut config, self.needs.workers);
         if let Some(image) = &self.node_image {
             if let Some(nodes) = config.get_mut("nodes").and_then(|n| n.as_array_mut()) {
                 for node in nodes {
@@ -591,6 +673,7 @@ impl Kind {
                 config: "/var/lib/kubelet/config.yaml".into(),
                 extra_flags_file: None,
                 restart: vec!["systemctl".into(), "restart".into(), "kubelet".into()],
+                control: Some(kubelet_control()),
             },
             // kindest/node carries crictl, configured by /etc/crictl.yaml; other images say theirs.
             crictl: info.crictl.map(|c| vec![c]),
@@ -607,7 +690,11 @@ impl Kind {
                 address: gateway.clone(),
                 hosts_dir: REGISTRY_HOSTS_DIR.into(),
             }),
-            control_plane: Some(control_plane()),
+            // A worker runs none of the control plane's static pods.
+            control_plane: (!container.rsplit_once('-').is_some_and(|(_, role)| role.starts_with("worker"))).then(control_plane),
+            // faultlab's CSI node plugin, where the run asks for it and the image carries faultlab-cri.
+            csi: (self.needs.csi_driver && self.faultlab_cri().is_some())
+                .then(|| crate::node::CsiProfile { driver: crate::attacher::DRIVER.into(), disks: CSI_DISKS.into() }),
         }
     }
 
@@ -631,9 +718,19 @@ impl Kind {
         Ok(())
     }
 
+    /// The node this provider would make, as far as it is known before the cluster exists (its image's
+    /// labels read): what a fault's refusal looks at, so a run it refuses makes no cluster.
+    pub async fn planned_node(&self, rec: &Recorder) -> Result<NodeProfile, ProviderError> {
+        self.read_image_labels(rec).await?;
+        Ok(self.node_profile(&format!("{}-control-plane", self.name)))
+    }
+
     /// Read the node image's labels (`docker image inspect`) into `image_info`. When the image is not
     /// present locally (kind pulls it), or has no labels of ours, kindest/node's defaults stand.
     async fn read_image_labels(&self, rec: &Recorder) -> Result<(), ProviderError> {
+        if self.image_info.get().is_some() {
+            return Ok(());
+        }
         let image = self.image()?;
         self.read_labels_of(&image, rec).await
     }
@@ -800,6 +897,20 @@ pub fn images_missing(wanted: &[String], listings: &[String]) -> Vec<String> {
     wanted.iter().filter(|w| listings.iter().any(|l| !l.lines().any(|r| r.trim() == w.as_str()))).cloned().collect()
 }
 
+/// Add `workers` worker nodes, each a copy of the first node's entry (its image, its mounts) in the
+/// worker role.
+pub fn add_workers(config: &mut Value, workers: usize) {
+    let Some(nodes) = config.get_mut("nodes").and_then(|n| n.as_array_mut()) else { return };
+    let Some(first) = nodes.first().cloned() else { return };
+    for _ in 0..workers {
+        let mut worker = first.clone();
+        if let Some(w) = worker.as_object_mut() {
+            w.insert("role".into(), json!("worker"));
+        }
+        nodes.push(worker);
+    }
+}
+
 /// Compose a scenario's needs into a kind config.
 pub fn compose(config: &mut Value, needs: &KindNeeds) {
     let obj = config.as_object_mut().expect("a kind config is a mapping");
@@ -854,6 +965,10 @@ impl Provider for Kind {
         rec.push(Channel::Note, format!("kind config {} (from {origin}):\n{}", config_path.display(), indent(&config)));
         self.host.write(&config_path, &config)?;
         self.host.write(&self.workdir.join("owner"), &format!("{}\n", std::process::id()))?;
+        if self.needs.csi_driver {
+            // The nodes' shared disks: made here, private (0700), before kind mounts it into them.
+            self.host.write(&self.csi_disks_dir().join("README"), "faultlab's CSI volumes of this run's kind cluster, a directory each; deleted with the cluster\n")?;
+        }
         let mut argv: Vec<String> = vec![
             "kind".into(),
             "create".into(),
@@ -909,6 +1024,13 @@ impl Provider for Kind {
         if let Err(err) = self.load_images(&names, rec).await {
             let _ = self.release(&cluster, rec).await;
             return Err(err);
+        }
+        if self.needs.csi_driver {
+            if let Err(err) = self.start_csi_driver(&names, rec).await {
+                let _ = self.collect_logs(&cluster, &self.logs_dir, rec).await;
+                let _ = self.release(&cluster, rec).await;
+                return Err(err);
+            }
         }
         // The platform is what the nodes report, asked through the API once the run has a client
         // (`Provider::platform`); until then the cluster has none.
@@ -1123,6 +1245,33 @@ mod tests {
         assert!(config["containerdConfigPatches"][0].as_str().unwrap().contains("sandbox_image"));
         let kubelet = config["kubeadmConfigPatches"][0].as_str().unwrap();
         assert!(kubelet.contains("kind: KubeletConfiguration") && kubelet.contains("cpuManagerPolicy: static"), "{kubelet}");
+    }
+
+    /// A workload that moves: a worker beside the control plane (a copy of its entry), and with
+    /// faultlab's CSI driver every node mounting the run's disks; the driver on the node profile only
+    /// where the image carries faultlab-cri, and a worker has no control plane of its own.
+    #[test]
+    fn a_moving_workload_gets_a_worker_and_the_csi_driver_on_every_node() {
+        let needs = KindNeeds::of(&Needs { moves_between_nodes: true, csi_driver: true, ..Default::default() });
+        assert_eq!((needs.workers, needs.csi_driver), (1, true));
+        let k = Kind { node_image: Some("faultlab/node:1".into()), ..kind(Arch::Amd64, needs) };
+        let config: Value = serde_saphyr::from_str(&k.compose().unwrap()).unwrap();
+        let nodes = config["nodes"].as_array().unwrap();
+        assert_eq!(nodes.iter().map(|n| n["role"].as_str().unwrap()).collect::<Vec<_>>(), ["control-plane", "worker"]);
+        for n in nodes {
+            assert_eq!(n["image"], json!("faultlab/node:1"));
+            assert_eq!(n["extraMounts"], json!([{"hostPath": "/nonexistent/kind/faultlab-t-abcde/csi-disks", "containerPath": CSI_DISKS}]));
+        }
+        assert_eq!(k.node_profile("faultlab-t-abcde-worker").csi, None, "kindest/node: no faultlab-cri, no driver");
+        k.image_info.set(NodeImage::from_labels_json("img", r#"{"dev.faultlab.crictl":"faultlab-cri"}"#).unwrap()).unwrap();
+        let worker = k.node_profile("faultlab-t-abcde-worker");
+        assert_eq!(worker.csi.map(|c| (c.driver, c.disks)), Some((crate::attacher::DRIVER.to_string(), CSI_DISKS.to_string())));
+        assert!(worker.control_plane.is_none() && k.node_profile("faultlab-t-abcde-control-plane").control_plane.is_some());
+        assert_eq!(worker.kubelet.control.unwrap().stop, ["systemctl", "stop", "kubelet"]);
+        let plain = kind(Arch::Amd64, KindNeeds::of(&Needs::default()));
+        let config: Value = serde_saphyr::from_str(&plain.compose().unwrap()).unwrap();
+        assert_eq!(config["nodes"].as_array().unwrap().len(), 1);
+        assert!(config["nodes"][0].get("extraMounts").is_none());
     }
 
     #[test]
