@@ -144,16 +144,10 @@ pub async fn plan(scenario: &Loaded, choice: &ProviderChoice) -> Result<String, 
             }
             let mut kind = on_existing(kind_provider_on(scenario, *arch, *keep, node_image.clone(), std::sync::Arc::new(crate::provider::LocalHost)), cluster.as_deref());
             kind.host = std::sync::Arc::new(crate::provider::PlannedHost::new(kind.plan_answers()));
-            // A fault that refuses the node the cluster would have is refused before any cluster is made.
-            let planned = kind.planned_node(&rec).await?;
-            if scenario.scenario.fault.fault().refusal(&planned).is_some() {
-                (planned, None)
-            } else {
-                let cluster = kind.provision(&rec).await?;
-                rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
-                let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
-                (node, Some((kind, cluster)))
-            }
+            let cluster = kind.provision(&rec).await?;
+            rec.push(crate::record::Channel::Note, format!("platform {}: every node's status.nodeInfo names it (GET /api/v1/nodes, once the run has a client); events are compared with expectations/<platform>/<scenario>.snap", kind.planned_platform()));
+            let node = pick_node(&cluster.nodes, None).expect("a plan's kind cluster has the node its host answers");
+            (node, Some((kind, cluster)))
         }
         ProviderChoice::Existing { description, target } => {
             let node = if description.is_file() {
@@ -206,16 +200,6 @@ pub struct RunOptions {
 }
 
 /// The refusal of a fault that reaches past the node container on kind, unless `--allow-host-wide`.
-/// On kind, why the fault refuses the node the cluster would have, if it does, found before any
-/// cluster is made (from the node image's labels): a refused run costs no cluster.
-async fn kind_node_refusal(scenario: &Loaded, choice: &ProviderChoice, rec: &Recorder) -> Option<String> {
-    let ProviderChoice::Kind { arch, keep, node_image, cluster } = choice else { return None };
-    let kind = on_existing(kind_provider(scenario, *arch, *keep, node_image.clone()), cluster.as_deref());
-    let node = kind.planned_node(rec).await.ok()?;
-    let why = scenario.scenario.fault.fault().refusal(&node)?;
-    Some(format!("refusing to run {} on kind (node image {}): {why}", scenario.name(), node_image.as_deref().unwrap_or("kindest/node, kind-configs' default")))
-}
-
 /// Why a cluster of `nodes` nodes cannot run the scenario, if it cannot: a workload that moves to
 /// another node needs one ([`crate::needs::Needs::moves_between_nodes`]).
 pub fn nodes_refusal(scenario: &Loaded, nodes: usize) -> Option<String> {
@@ -376,9 +360,6 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
     report.status = Status::Failed;
     report.error = None;
     if let Some(refusal) = host_wide_refusal(scenario, choice, options.allow_host_wide) {
-        return refused(report, Phase::Setup, refusal);
-    }
-    if let Some(refusal) = kind_node_refusal(scenario, choice, &rec).await {
         return refused(report, Phase::Setup, refusal);
     }
     // Where the snapshots are, settled before anything is created.

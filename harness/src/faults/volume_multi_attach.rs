@@ -142,11 +142,13 @@ impl Fault for VolumeMultiAttach {
         vec![(STATUS, Output::ok("stopped\n"))]
     }
 
-    /// A plan's workload has one pod left Terminating on the failed node.
+    /// A plan's workload has one pod left Terminating on the failed node (named as the test bed's
+    /// first node: a plan for another node shows the fault's check finding none there).
     fn plan_api_answers(&self, target: &Target) -> Vec<(String, serde_json::Value)> {
         let labels: serde_json::Map<String, serde_json::Value> =
             target.selector.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.trim().to_string(), json!(v.trim()))).collect();
-        vec![("/pods".into(), json!([{"metadata": {"name": "evicted-pod", "labels": labels, "deletionTimestamp": "2026-01-01T00:00:00Z"}}]))]
+        let pod = json!({"metadata": {"name": "evicted-pod", "labels": labels, "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"nodeName": "faultlab-node", "containers": []}});
+        vec![("/pods".into(), json!([pod]))]
     }
 
     /// The controller half runs from before the workload is made; then the disk, its deletion
@@ -188,12 +190,24 @@ impl Fault for VolumeMultiAttach {
         ctx.run("stop-kubelet", Cmd::new(control.stop.iter().cloned()).timeout(Duration::from_secs(150))).await.map(drop)
     }
 
+    /// In place while the node's kubelet is stopped and the node still holds a pod of the workload
+    /// (running, or evicted and Terminating): the volume cannot leave it. Gone once the kubelet runs
+    /// again (the node came back) or no pod of the workload is left on the node (the documented fix:
+    /// the evicted pod deleted), though the node stays down: a training check tells the fix by this.
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let control = Self::control(ctx, "check-kubelet")?;
         let out = ctx.run("check-kubelet", Cmd::new(control.status.iter().cloned()).asks(STATUS).timeout(Duration::from_secs(60))).await?;
-        Ok(match out.stdout.trim() {
-            "running" => Presence::Absent(format!("the kubelet of node {} runs", ctx.node.name())),
-            other => Presence::Present(format!("the kubelet of node {} is {other}", ctx.node.name())),
+        let node = ctx.node.name();
+        let state = out.stdout.trim();
+        if state == "running" {
+            return Ok(Presence::Absent(format!("the kubelet of node {node} runs")));
+        }
+        let pods: Vec<Pod> = ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err("check-kubelet"))?;
+        let held: Vec<String> = pods.into_iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)).filter_map(|p| p.metadata.name).collect();
+        Ok(if held.is_empty() {
+            Presence::Absent(format!("the kubelet of node {node} is {state}, but no pod of the workload is left on it: its volume can be detached"))
+        } else {
+            Presence::Present(format!("the kubelet of node {node} is {state}, and it still holds pod {}", held.join(", ")))
         })
     }
 }
@@ -239,7 +253,7 @@ mod tests {
         fault.prepare(&ctx).await.unwrap();
         assert!(fault.attacher.lock().unwrap().is_none(), "a plan starts no controller half");
         fault.inject(&ctx).await.unwrap();
-        assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Present(p) if p.ends_with("is stopped")));
+        assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Present(p) if p == "the kubelet of node faultlab-node is stopped, and it still holds pod evicted-pod"));
         fault.fix(Step::ForceDeleteEvictedPod, &ctx).await.unwrap();
         let lines = fake.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
@@ -250,7 +264,15 @@ mod tests {
         assert_eq!(journal.entries[1].what, "start the kubelet of node faultlab-node again");
         assert!(matches!(&journal.entries[1].undo, Undo::Node { cmd, .. } if cmd.argv[1..] == ["start".to_string(), "kubelet".to_string()]));
         let api: Vec<String> = ctx.rec().entries().into_iter().filter(|e| e.channel == Channel::Api).map(|e| e.line).collect();
-        assert_eq!(api, ["POST /api/v1/persistentvolumes (PersistentVolume fl-test)", "GET /api/v1/namespaces/fl-test/pods?labelSelector=app=web", "DELETE /api/v1/namespaces/fl-test/pods/evicted-pod gracePeriodSeconds=0"]);
+        assert_eq!(
+            api,
+            [
+                "POST /api/v1/persistentvolumes (PersistentVolume fl-test)",
+                "GET /api/v1/namespaces/fl-test/pods?labelSelector=app=web",
+                "GET /api/v1/namespaces/fl-test/pods?labelSelector=app=web",
+                "DELETE /api/v1/namespaces/fl-test/pods/evicted-pod gracePeriodSeconds=0",
+            ]
+        );
     }
 
     #[tokio::test]
@@ -265,6 +287,18 @@ mod tests {
         let err = fault.inject(&ctx).await.unwrap_err().to_string();
         assert!(err.contains("no kubelet.control in its description"), "{err}");
         assert!(ctx.journal.snapshot().entries.is_empty() && fake.lines().is_empty(), "nothing journalled, nothing run");
+    }
+
+    /// The documented fix takes the fault away though the node stays down: with no pod of the workload
+    /// left on the node, the check finds it gone; with the kubelet back, too.
+    #[tokio::test]
+    async fn the_fault_is_gone_once_the_node_holds_no_pod_or_runs_again() {
+        let fault = fault();
+        let (mut ctx, fake) = plan_ctx(&fault);
+        ctx.kube = crate::kube_ops::Kube::scripted(ctx.rec().clone(), vec![("/pods".into(), json!([{"metadata": {"name": "db-2"}, "spec": {"nodeName": "faultlab-node-2", "containers": []}}]))]);
+        assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Absent(p) if p.ends_with("no pod of the workload is left on it: its volume can be detached")));
+        fake.answer(STATUS, Output::ok("running\n"));
+        assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Absent(p) if p == "the kubelet of node faultlab-node runs"));
     }
 
     #[test]

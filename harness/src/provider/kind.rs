@@ -513,11 +513,8 @@ impl Kind {
         let Some(cri) = self.faultlab_cri() else { return Ok(()) };
         let failed = |source| ProviderError::Create { name: self.name.clone(), source };
         for node in nodes {
-            let plugin = format!(
-                "nohup {cri} csi-node --node-id {node} --driver {} --kubelet-root /var/lib/kubelet --disks {CSI_DISKS} >>/var/log/faultlab-csi-node.log 2>&1 &",
-                crate::attacher::DRIVER
-            );
-            let argv: Vec<String> = ["docker", "exec", node.as_str(), "sh", "-c", plugin.as_str()].map(String::from).to_vec();
+            // The program and the node's name go in as arguments, never into the shell's text.
+            let argv = csi_node_start_argv(&cri, node);
             self.host.run(rec, Cmd::new(argv).timeout(Duration::from_secs(30))).await.map_err(failed)?;
             let socket = format!("/var/lib/kubelet/plugins_registry/{}-reg.sock", crate::attacher::DRIVER);
             let wait = format!("for i in $(seq 60); do [ -S {socket} ] && exit 0; sleep 1; done; echo 'no {socket} after 60 s' >&2; tail -n 20 /var/log/faultlab-csi-node.log >&2; exit 1");
@@ -718,13 +715,6 @@ impl Kind {
         Ok(())
     }
 
-    /// The node this provider would make, as far as it is known before the cluster exists (its image's
-    /// labels read): what a fault's refusal looks at, so a run it refuses makes no cluster.
-    pub async fn planned_node(&self, rec: &Recorder) -> Result<NodeProfile, ProviderError> {
-        self.read_image_labels(rec).await?;
-        Ok(self.node_profile(&format!("{}-control-plane", self.name)))
-    }
-
     /// Read the node image's labels (`docker image inspect`) into `image_info`. When the image is not
     /// present locally (kind pulls it), or has no labels of ours, kindest/node's defaults stand.
     async fn read_image_labels(&self, rec: &Recorder) -> Result<(), ProviderError> {
@@ -897,6 +887,16 @@ pub fn images_missing(wanted: &[String], listings: &[String]) -> Vec<String> {
     wanted.iter().filter(|w| listings.iter().any(|l| !l.lines().any(|r| r.trim() == w.as_str()))).cloned().collect()
 }
 
+/// `docker exec` starting faultlab's CSI node plugin (`cri csi-node`) detached in `node`, its log in the
+/// node's /var/log/faultlab-csi-node.log: the shell's text is fixed, the program and names its arguments.
+pub fn csi_node_start_argv(cri: &str, node: &str) -> Vec<String> {
+    let script = format!(
+        "nohup \"$0\" csi-node --node-id \"$1\" --driver {} --kubelet-root /var/lib/kubelet --disks {CSI_DISKS} >>/var/log/faultlab-csi-node.log 2>&1 &",
+        crate::attacher::DRIVER
+    );
+    ["docker", "exec", node, "sh", "-c", script.as_str(), cri, node].map(String::from).to_vec()
+}
+
 /// Add `workers` worker nodes, each a copy of the first node's entry (its image, its mounts) in the
 /// worker role.
 pub fn add_workers(config: &mut Value, workers: usize) {
@@ -956,6 +956,16 @@ impl Provider for Kind {
         }
         let config = self.compose()?;
         self.read_image_labels(rec).await?;
+        if self.needs.csi_driver && self.faultlab_cri().is_none() {
+            // Refused before anything is made: the node plugin is faultlab-cri, which the image lacks.
+            self.host.refuse(
+                rec,
+                ProviderError::ImageLacks {
+                    image: self.image()?,
+                    why: format!("the scenario needs faultlab's CSI node plugin ({}) on every node, which is faultlab-cri, and the image carries none (this project's node images do: ci/kind/node-image); nothing was created", crate::attacher::DRIVER),
+                },
+            )?;
+        }
         self.check_host_disk(rec).await?;
         let config_path = self.workdir.join("kind-config.yaml");
         let origin = match &self.node_image {
@@ -1268,6 +1278,13 @@ mod tests {
         assert_eq!(worker.csi.map(|c| (c.driver, c.disks)), Some((crate::attacher::DRIVER.to_string(), CSI_DISKS.to_string())));
         assert!(worker.control_plane.is_none() && k.node_profile("faultlab-t-abcde-control-plane").control_plane.is_some());
         assert_eq!(worker.kubelet.control.unwrap().stop, ["systemctl", "stop", "kubelet"]);
+        // The node plugin's start: a node name with shell characters stays one argument.
+        let argv = csi_node_start_argv("faultlab-cri", "n;touch /x");
+        assert_eq!(argv[..4], ["docker", "exec", "n;touch /x", "sh"].map(String::from));
+        assert!(!argv[5].contains("touch"), "{}", argv[5]);
+        assert_eq!(argv[6..], ["faultlab-cri", "n;touch /x"].map(String::from));
+        let out = std::process::Command::new("sh").args(["-c", &argv[5].replace("nohup", "echo").replace(" >>/var/log/faultlab-csi-node.log 2>&1 &", ""), "cri", "a b;c"]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "cri csi-node --node-id a b;c --driver disk.faultlab.dev --kubelet-root /var/lib/kubelet --disks /var/lib/faultlab/csi-disks");
         let plain = kind(Arch::Amd64, KindNeeds::of(&Needs::default()));
         let config: Value = serde_saphyr::from_str(&plain.compose().unwrap()).unwrap();
         assert_eq!(config["nodes"].as_array().unwrap().len(), 1);

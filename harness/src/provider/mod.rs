@@ -59,6 +59,10 @@ pub enum ProviderError {
     /// Nodes of another architecture than the host's, which kind cannot run.
     #[error("{message}")]
     OtherArchitecture { message: String },
+    /// The node image lacks a part the scenario needs of every node (faultlab's CSI node plugin):
+    /// found from its labels, before any cluster is made.
+    #[error("node image {image}: {why}")]
+    ImageLacks { image: String, why: String },
     /// `--cluster NAME` names a kind cluster that is not there: nothing to run on.
     #[error("kind cluster {name} (yours, --cluster): `kind get clusters` does not list it (it lists: {known})")]
     NoSuchCluster { name: String, known: String },
@@ -291,7 +295,7 @@ impl ProviderError {
     /// Whether this is the platform refusing the scenario (it cannot or may not run it here, or the
     /// cluster named is not there), not a step that failed: the scenario is reported `refused`.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, ProviderError::RefusedOnExisting { .. } | ProviderError::OtherArchitecture { .. } | ProviderError::NoSuchCluster { .. })
+        matches!(self, ProviderError::RefusedOnExisting { .. } | ProviderError::OtherArchitecture { .. } | ProviderError::ImageLacks { .. } | ProviderError::NoSuchCluster { .. })
     }
 }
 
