@@ -37,7 +37,7 @@ FL_LINK_PREFIX=30
 # What sets node K apart (name, link, pods' range, places) is computed by harness/src/testbed/nodes.rs,
 # which writes it into ci/testbed/nodes (`faultlab testbed nodes`; its tests check the file): one line a
 # node, `K KEY=value...`, read here without running anything (down and the VM node have no faultlab).
-FL_NODE_KEYS=" FL_NODE FL_VETH_HOST FL_VETH_NODE FL_LINK_HOST_IP FL_NODE_IP FL_POD_CIDR FL_POD_GW FL_NODE_SUBDIR FL_NODE_MNTNS_FILE FL_CGROUP_ROOT FL_NODE_CERT "
+FL_NODE_KEYS=" FL_NODE FL_VETH_HOST FL_VETH_NODE FL_LINK_HOST_IP FL_NODE_IP FL_POD_CIDR FL_POD_GW FL_NODE_SUBDIR FL_NODE_MNTNS_FILE FL_CGROUP_ROOT FL_NODE_CERT FL_VM_IP FL_VM_SSH_PORT "
 FL_NODE_LINES=()  # [K]: node K's KEY=value words, each key one of FL_NODE_KEYS
 FL_NODE_NAMES=()  # [K]: node K's name
 # fl_read_nodes FILE: FL_NODE_LINES and FL_NODE_NAMES from ci/testbed/nodes (exit 2 on a line that is
@@ -174,15 +174,15 @@ fi
 # Where the nodes reach the API server.
 FL_APISERVER_BIND=$FL_HOST_IP
 FL_APISERVER_ADVERTISE=$FL_HOST_IP
-# QEMU user-mode networking (slirp), restricted (lib/vm.sh fl_vm_netdev): the VM is 198.18.214.15 on
-# eth0, its gateway QEMU's 198.18.214.2, which reaches nothing; 198.18.214.4 is where QEMU forwards the
-# API server's port and a scenario's registry ports to this host's loopback, where they listen. Nothing
-# is added to the host's links or routes.
+# QEMU user-mode networking (slirp), restricted (lib/vm.sh fl_vm_netdev): each VM has a network of its
+# own, where it is FL_VM_IP on eth0 (node K's line of ci/testbed/nodes: 198.18.214.(14+K)), its gateway
+# QEMU's 198.18.214.2, which reaches nothing; 198.18.214.4 is where QEMU forwards the API server's port
+# and a scenario's registry ports to this host's loopback, where they listen. Nothing is added to the
+# host's links or routes.
 FL_VM_NET=198.18.214.0/24
 FL_VM_HOST_ALIAS=198.18.214.2
 FL_VM_DNS=198.18.214.3
 FL_VM_FORWARD=198.18.214.4
-FL_VM_IP=198.18.214.15
 FL_VM_PREFIX=24
 # The API server; a scenario's registry and private registry (RegistryProfile::PORT, PRIVATE_PORT).
 FL_VM_FORWARDED_PORTS=(6443 5443 5444)
@@ -245,11 +245,19 @@ fl_node_select() {
   FL_NODE_GATEWAY=$FL_LINK_HOST_IP
   FL_NODE_DEVICE=$FL_VETH_NODE
   if [ "$FL_VM" = 1 ]; then
+    # Each node a VM of its own (FL_VM_IP, FL_VM_SSH_PORT: its line's): a machine of its own, so no
+    # mount namespace and the kubelet's default cgroup root; its files keep node K's paths, the same in
+    # the VM as on the host.
+    # shellcheck disable=SC2153  # FL_VM_IP: the node's line's (fl_read_nodes)
     FL_NODE_IP=$FL_VM_IP
     FL_NODE_GATEWAY=$FL_VM_HOST_ALIAS
     FL_NODE_DEVICE=eth0
+    FL_NODE_MNTNS_FILE=""
+    FL_CGROUP_ROOT=""
   fi
   FL_NODE_LIB=$FL_LIB$FL_NODE_SUBDIR
+  FL_VM_STATE=$FL_NODE_LIB/vm  # the running VM's disk overlay, the image it boots (lib/vm.sh)
+  FL_VM_KNOWN_HOSTS=$FL_VM_STATE/known_hosts  # its host key at its forwarded port
   FL_NODE_TB=$FL_TB$FL_NODE_SUBDIR
   FL_NODE_RUN=$FL_RUN$FL_NODE_SUBDIR
   FL_NODE_MNTNS=${FL_NODE_MNTNS_FILE:+$FL_MNTNS_DIR/$FL_NODE_MNTNS_FILE}  # empty: the host's mount namespace
@@ -335,7 +343,8 @@ fl_require_root() {
   [ "$(id -u)" -eq 0 ] || die "the test bed needs root (it creates a network namespace, a loop mount, cgroups)"
 }
 
-# The node variables start as node 1's.
+# The node variables start as node 1's; in a VM node, as the node's the kernel command line names
+# (faultlab.node=NAME, lib/vm.sh fl_vm_qemu_argv).
 fl_node_select 1
 
 # ------------------------------------------------------------- parts ------
@@ -360,3 +369,4 @@ source "$FL_TESTBED_DIR/lib/node-images.sh"
 source "$FL_TESTBED_DIR/lib/teardown.sh"
 # shellcheck source=ci/testbed/lib/vm.sh
 source "$FL_TESTBED_DIR/lib/vm.sh"
+[ "$FL_IN_VM" = 0 ] || fl_node_select "$(fl_vm_own_index)"

@@ -165,6 +165,6 @@ fl_start_comp() {
     kube-controller-manager) fl_start_controller_manager ;;
     kube-scheduler) fl_start_scheduler ;;
     containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_start ;;
-    vm) fl_start_vm ;;
+    vm | vm@*) fl_on_comp_node "$1" fl_start_vm ;;
   esac
 }

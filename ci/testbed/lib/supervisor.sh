@@ -42,15 +42,17 @@ fl_on_comp_node() {
   )
 }
 
-# fl_components_list: what runs on this machine, in start order, into FL_COMPONENTS. With the node in a
-# VM, the host runs the control plane and the VM (containerd and the kubelet run in the VM, started over
-# ssh); in the VM, the node's two; else the control plane, then each node's two.
+# fl_components_list: what runs on this machine, in start order, into FL_COMPONENTS. With the nodes in
+# VMs, the host runs the control plane and each node's VM (node 1's `vm`, node K's `vm@faultlab-node-K`;
+# containerd and the kubelet run in the VM, started over ssh); in a VM, the node's own; else the control
+# plane, then each node's.
 fl_components_list() {
   local k base
   if [ "$FL_IN_VM" = 1 ]; then
     FL_COMPONENTS=("${FL_NODE_COMPONENTS[@]}")
   elif [ "$FL_VM" = 1 ]; then
     FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}" vm)
+    for ((k = 2; k <= FL_NODE_COUNT; k++)); do FL_COMPONENTS+=("vm@$(fl_node_name "$k")"); done
   else
     FL_COMPONENTS=("${FL_CONTROL_PLANE[@]}")
     for ((k = 1; k <= FL_NODE_COUNT; k++)); do
@@ -70,8 +72,7 @@ fl_comp_pattern() {
     etcd) echo "^/usr/bin/etcd --name=faultlab " ;;
     kube-apiserver | kube-controller-manager | kube-scheduler)
       echo "^$FL_CACHE/k8s/[^ ]*/bin/$1 " ;;
-    containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
-    vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
+    containerd | cri-proxy | kubelet | csi-node | vm | containerd@* | cri-proxy@* | kubelet@* | csi-node@* | vm@*) fl_on_comp_node "$1" fl_node_comp_pattern ;;
     *) die "unknown component $1" ;;
   esac
 }
@@ -84,6 +85,7 @@ fl_node_comp_pattern() {
     cri-proxy) echo "^$FL_CRI_BIN proxy --listen $FL_CRI_PROXY_SOCK " ;;
     kubelet) echo "^$FL_CACHE/k8s/[^ ]*/bin/kubelet --config=$FL_KUBELET_CONF " ;;
     csi-node) echo "^$FL_CRI_BIN csi-node --node-id $FL_NODE " ;;
+    vm) echo "^$FL_VM_QEMU -name $FL_NODE " ;;
   esac
 }
 
@@ -310,6 +312,7 @@ fl_node_comp_health() {
     cri-proxy) fl_health_cri_proxy ;;
     kubelet) fl_health_kubelet ;;
     csi-node) fl_health_csi_node ;;
+    vm) fl_health_vm ;;
   esac
 }
 
@@ -319,7 +322,6 @@ fl_comp_health() {
     kube-apiserver) fl_health_apiserver ;;
     kube-controller-manager) fl_health_controller_manager ;;
     kube-scheduler) fl_health_scheduler ;;
-    containerd | cri-proxy | kubelet | csi-node | containerd@* | cri-proxy@* | kubelet@* | csi-node@*) fl_on_comp_node "$1" fl_node_comp_health ;;
-    vm) fl_health_vm ;;
+    containerd | cri-proxy | kubelet | csi-node | vm | containerd@* | cri-proxy@* | kubelet@* | csi-node@* | vm@*) fl_on_comp_node "$1" fl_node_comp_health ;;
   esac
 }

@@ -28,7 +28,6 @@
 FL_VM_SMP=2
 FL_VM_MEM_MIB=3072
 FL_VM_DISK_GIB=6
-FL_VM_SSH_PORT=22622
 FL_VM_SUITE=bookworm
 # Common to both architectures: the node's packages (Debian bookworm, the node's architecture). No etcd:
 # the control plane runs on the host.
@@ -72,10 +71,15 @@ case $FL_NODE_ARCH in
 esac
 FL_VM_PACKAGES=("linux-image-$FL_VM_KERNEL_FLAVOUR" "${FL_VM_PACKAGES_COMMON[@]}")
 
-FL_VM_CACHE=$FL_CACHE/vm-$FL_NODE_ARCH  # base images by input hash, and the ssh client key
-FL_VM_STATE=$FL_LIB/vm                   # the running VM's disk overlay, the image it boots
+# Each node's own (lib.sh fl_node_select, from its line of ci/testbed/nodes): FL_VM_IP, FL_VM_SSH_PORT,
+# FL_VM_STATE (the running VM's disk overlay, the image it boots) and FL_VM_KNOWN_HOSTS.
+FL_VM_CACHE=$FL_CACHE/vm-$FL_NODE_ARCH  # base images by input hash (each with its host key), the ssh client key
 FL_VM_KEY=$FL_VM_CACHE/id_ed25519
-FL_VM_KNOWN_HOSTS=$FL_VM_CACHE/known_hosts
+# The directory of faultlab's CSI volumes (FL_CSI_DISKS), shared by every VM node through 9p from the
+# host's, as a disk on a network is reachable from every node (volume-multi-attach moves a pod with its
+# volume from one node to another). mapped-xattr: what the guest makes is the host's root's, with the
+# guest's owners and modes kept in extended attributes, so no guest file is a set-uid one on the host.
+FL_VM_SHARED_TAG=faultlab-csi-disks
 # Where the test bed's scripts live inside the VM (ci/testbed/node runs from there).
 FL_VM_REPO=/opt/faultlab
 FL_VM_TESTBED_DIR=$FL_VM_REPO/ci/testbed
@@ -102,6 +106,19 @@ fl_vm_ssh() {
 }
 
 fl_health_vm() { fl_vm_ssh true </dev/null; }
+
+# fl_vm_own_index (in the VM): the K of the node this VM is, from the kernel command line's
+# faultlab.node=NAME (fl_vm_qemu_argv); 1 without it.
+fl_vm_own_index() {
+  local w name=""
+  local -a words
+  read -r -a words </proc/cmdline
+  for w in "${words[@]}"; do
+    case $w in faultlab.node=*) name=${w#faultlab.node=} ;; esac
+  done
+  if [ -z "$name" ]; then echo 1; return 0; fi
+  fl_node_index "$name" || die "the kernel command line names node $name, which is no node of the test bed's"
+}
 
 # The node's CRI client built for ARCH (the host's own build, or a cross build).
 fl_faultlab_cri_for() {
@@ -215,15 +232,14 @@ fl_vm_configure_root() {
   install -m 0755 "$FL_TESTBED_DIR/vm/boot" "$root/etc/faultlab/boot"
   # shellcheck disable=SC2153  # FL_VM_IP and the others are lib.sh's
   cat >"$root/etc/faultlab/vm.env" <<EOF
-FL_VM_HOSTNAME=$FL_NODE
-FL_VM_IP=$FL_VM_IP
 FL_VM_PREFIX=$FL_VM_PREFIX
 FL_VM_GATEWAY=$FL_VM_HOST_ALIAS
 FL_VM_DNS=$FL_VM_DNS
+FL_VM_SHARED_TAG=$FL_VM_SHARED_TAG
+FL_VM_SHARED_DIR=$FL_CSI_DISKS
 EOF
   printf 'faultlab test bed node (ci/testbed/lib/vm.sh)\n' >"$root$FL_VM_MARKER"
-  printf '%s\n' "$FL_NODE" >"$root/etc/hostname"
-  printf '127.0.0.1 localhost\n%s %s\n' "$FL_VM_IP" "$FL_NODE" >"$root/etc/hosts"
+  # (/etc/hostname and /etc/hosts: the boot script writes them for the node the VM is.)
   # QEMU's DNS address, which the boot script makes unreachable: lookups fail at once, as on the
   # host's node, whose resolv.conf names the host's name servers behind unreachable routes (the same
   # "connect: no route to host" in events; with no name server at all, Go's resolver asks [::1]:53).
@@ -272,7 +288,7 @@ fl_vm_image() {
   FL_ARM64_BUSYBOX=$dir/busybox
   export FL_ARM64_BUSYBOX
   if [ -s "$dir/rootfs.ext4" ] && [ -s "$dir/vmlinuz" ] && [ -s "$dir/initrd.gz" ] && [ -s "$dir/busybox" ] &&
-    [ -s "$FL_VM_KNOWN_HOSTS.$hash" ]; then
+    [ -s "$FL_VM_CACHE/known_hosts.$hash" ]; then
     return 0
   fi
   local t0=$SECONDS work mirror
@@ -297,7 +313,7 @@ fl_vm_image() {
   rm -rf "$work/root"
   mkdir -p "$dir"
   mv "$work/rootfs.ext4" "$work/vmlinuz" "$work/initrd.gz" "$work/busybox" "$dir/"
-  mv "$work/known_hosts" "$FL_VM_KNOWN_HOSTS.$hash"
+  mv "$work/known_hosts" "$FL_VM_CACHE/known_hosts.$hash"
   rm -rf "$work"
   # Drop older images.
   find "$FL_VM_CACHE" -mindepth 1 -maxdepth 1 -type d ! -name "$hash" ! -name '.build.*' -exec rm -rf {} +
@@ -310,8 +326,11 @@ fl_vm_image() {
 fl_vm_qemu_argv() {
   # The kernel command line names the cgroup hierarchy the boot script mounts (faultlab.cgroup=2: the
   # unified one; without it, v1's), so one image serves both.
+  # The node's name and address, which the boot script gives the VM (one image serves every node).
   local append="console=$FL_VM_CONSOLE root=/dev/vda rw panic=-1"
   [ "$FL_NODE_CGROUP" != 2 ] || append+=" faultlab.cgroup=2"
+  # shellcheck disable=SC2153  # FL_VM_IP: the node's line's (lib.sh fl_node_select)
+  append+=" faultlab.node=$FL_NODE faultlab.ip=$FL_VM_IP"
   # shellcheck disable=SC2054  # QEMU option values hold commas
   FL_VM_QEMU_ARGV=("$FL_VM_QEMU" -name "$FL_NODE" -M "$FL_VM_MACHINE" -cpu "$FL_VM_CPU" -smp "$FL_VM_SMP"
     -accel "$FL_VM_QEMU_ACCEL" -m "$FL_VM_MEM_MIB" -nographic -no-reboot
@@ -319,7 +338,9 @@ fl_vm_qemu_argv() {
     -append "$append"
     -drive "file=$FL_VM_STATE/disk.qcow2,format=qcow2,if=virtio"
     -netdev "$(fl_vm_netdev)"
-    -device virtio-net-pci,netdev=n0,romfile=)
+    -device virtio-net-pci,netdev=n0,romfile=
+    -fsdev "local,id=shared,path=$FL_CSI_DISKS,security_model=mapped-xattr"
+    -device "virtio-9p-pci,fsdev=shared,mount_tag=$FL_VM_SHARED_TAG,romfile=")
 }
 
 # fl_vm_netdev: QEMU's user network for the VM, restricted: the guest reaches nothing of this host's
@@ -329,7 +350,7 @@ fl_vm_qemu_argv() {
 fl_vm_netdev() {
   # shellcheck disable=SC2153 # FL_VM_NET is lib.sh's
   local netdev="user,id=n0,net=$FL_VM_NET,host=$FL_VM_HOST_ALIAS,dns=$FL_VM_DNS,restrict=on"
-  netdev+=",hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-:22"
+  netdev+=",hostfwd=tcp:127.0.0.1:$FL_VM_SSH_PORT-$FL_VM_IP:22"
   local port
   for port in "${FL_VM_FORWARDED_PORTS[@]}"; do
     netdev+=",guestfwd=tcp:$FL_VM_FORWARD:$port-cmd:socat - TCP:127.0.0.1:$port"
@@ -346,19 +367,28 @@ fl_vm_prepare_state() {
     cp "$FL_VM_IMAGE/vmlinuz" "$FL_VM_IMAGE/initrd.gz" "$FL_VM_STATE/"
     printf '%s\n' "$FL_VM_IMAGE" >"$FL_VM_STATE/image"
   fi
-  cp "$FL_VM_KNOWN_HOSTS.$(basename "$FL_VM_IMAGE")" "$FL_VM_KNOWN_HOSTS"
+  # The image's host key, at this node's forwarded port.
+  sed -e "s/^\[127\.0\.0\.1\]:[0-9]* /[127.0.0.1]:$FL_VM_SSH_PORT /" \
+    "$FL_VM_CACHE/known_hosts.$(basename "$FL_VM_IMAGE")" >"$FL_VM_KNOWN_HOSTS"
+  # The shared CSI volumes' directory (fl_vm_qemu_argv), the host's root's only.
+  install -d -m 0700 "$FL_CSI_DISKS"
 }
 
+# The selected node's VM (component `vm`, node K's `vm@faultlab-node-K`).
 fl_start_vm() {
   fl_vm_prepare_state
   fl_vm_qemu_argv
-  local t0=$SECONDS
-  fl_start vm - "${FL_VM_QEMU_ARGV[@]}"
-  fl_wait_comp vm "${FL_VM_BOOT_TIMEOUT:-300}" fl_health_vm || return 1
+  local t0=$SECONDS comp
+  comp=$(fl_node_comp vm)
+  fl_start "$comp" - "${FL_VM_QEMU_ARGV[@]}"
+  fl_wait_comp "$comp" "${FL_VM_BOOT_TIMEOUT:-300}" fl_health_vm || return 1
   log "VM $FL_NODE ($FL_NODE_ARCH, $FL_VM_CPU x$FL_VM_SMP, ${FL_VM_QEMU_ACCEL%%,*}, cgroup v${FL_NODE_CGROUP:-1}) answers ssh $((SECONDS - t0)) s after start"
 }
 
 # ------------------------------------------------------- node in the VM -----
+# fl_node_cert_of K: node K's kubelet certificate's name (its line's FL_NODE_CERT).
+fl_node_cert_of() { (fl_node_select "$1" && printf '%s\n' "$FL_NODE_CERT"); }
+
 # Copy the test bed's scripts and the node's configuration (certificates, kubeconfig, containerd,
 # CNI and kubelet configuration) into the VM.
 fl_vm_push_config() {
@@ -366,11 +396,23 @@ fl_vm_push_config() {
   repo=$(cd "$FL_TESTBED_DIR/../.." && pwd)
   tar -C "$repo" -c ci/testbed | fl_vm_ssh sh -c "rm -rf $FL_VM_TESTBED_DIR && mkdir -p $FL_VM_REPO && tar -C $FL_VM_REPO -x"
   printf '%s\n' "$FL_BIN" >"$FL_TB/bin-dir"
-  # The node's files of $FL_TB: everything but the control plane's kubeconfigs and the CA's key.
+  # The node's files of $FL_TB: everything but the control plane's kubeconfigs and the CA's key, and
+  # (with several VM nodes) the other nodes' own files and kubelet keys.
+  local -a others=()
+  local k
+  for ((k = 1; k <= FL_NODE_COUNT; k++)); do
+    [ "$k" != "$FL_NODE_INDEX" ] || continue
+    others+=(--exclude="${FL_TB#/}/pki/$(fl_node_cert_of "$k").*")
+    if [ "$k" = 1 ]; then
+      others+=(--exclude="${FL_TB#/}/kubelet/kubeconfig")
+    else
+      others+=(--exclude="${FL_TB#/}/nodes/$(fl_node_name "$k")")
+    fi
+  done
   tar -C / -c --exclude="${FL_TB#/}/pki/ca.key" --exclude="${FL_TB#/}/pki/sa.key" \
     --exclude="${FL_TB#/}/pki/front-proxy-ca.key" --exclude="${FL_TB#/}/*.kubeconfig" \
     --exclude="${FL_TB#/}/kubeconfig" --exclude="${FL_TB#/}/testbed.yaml" --exclude="${FL_TB#/}/bin" \
-    "${FL_TB#/}" | fl_vm_ssh tar -C / -x
+    "${others[@]}" "${FL_TB#/}" | fl_vm_ssh tar -C / -x
   # The node's runtime, as lib.sh in the VM reads it from the VM's own $FL_LIB: bookworm's containerd
   # 1.6 (in the image), or sid's containerd 2 (`up --runtime containerd2`; the host's VM only: the
   # binaries are the host's, unpacked by fl_install_containerd2), copied to the same path in the VM.

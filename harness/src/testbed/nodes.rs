@@ -9,7 +9,10 @@
 //!   `198.19.176.0/20`;
 //! - keeps its files under `nodes/faultlab-node-K` of each of the test bed's directories, its mount
 //!   namespace in a file of that name, its kubelet's cgroups under `/faultlab-node-K`, and its kubelet's
-//!   certificate as `node-faultlab-node-K`.
+//!   certificate as `node-faultlab-node-K`;
+//! - as a VM (`ci/testbed/up --arch arm64 --nodes N`: each node a VM of its own, on QEMU's user-mode
+//!   network, which is the VM's alone) has the address `198.18.214.(14+K)` in it and its ssh forwarded
+//!   to the host's loopback port `22621+K` (node 1: 198.18.214.15 and 22622, as the single VM always had).
 //!
 //! The scripts read these from `ci/testbed/nodes`, one line a node, which `faultlab testbed nodes`
 //! writes and this module's tests check: `ci/testbed/down` and the VM node's own scripts run where no
@@ -54,6 +57,10 @@ pub struct TestbedNode {
     pub cgroup_root: String,
     /// Its kubelet's certificate's name under the test bed's PKI.
     pub cert: String,
+    /// As a VM: its address on its own user-mode network (the node's address then).
+    pub vm_ip: Ipv4Addr,
+    /// As a VM: the port of the host's loopback forwarded to its ssh.
+    pub vm_ssh_port: u16,
 }
 
 /// Node K's name.
@@ -89,6 +96,9 @@ impl TestbedNode {
             mntns_file: own(name.clone()),
             cgroup_root: own(format!("/{name}")),
             cert: if index == 1 { "node".into() } else { format!("node-{name}") },
+            // At most 14 + 16 = 30 and 22621 + 16.
+            vm_ip: Ipv4Addr::new(198, 18, 214, 14 + index as u8),
+            vm_ssh_port: 22621 + index as u16,
             name,
         })
     }
@@ -96,10 +106,11 @@ impl TestbedNode {
     /// Its line of `ci/testbed/nodes`: `K KEY=value...`, each key the variable of `ci/testbed/lib.sh`
     /// that `fl_node_select K` sets from it.
     pub fn line(&self) -> String {
-        let TestbedNode { index, name, veth_host, veth_node, link_host_ip, node_ip, pod_net, pod_gateway, subdir, mntns_file, cgroup_root, cert } = self;
+        let TestbedNode { index, name, veth_host, veth_node, link_host_ip, node_ip, pod_net, pod_gateway, subdir, mntns_file, cgroup_root, cert, vm_ip, vm_ssh_port } = self;
         format!(
             "{index} FL_NODE={name} FL_VETH_HOST={veth_host} FL_VETH_NODE={veth_node} FL_LINK_HOST_IP={link_host_ip} FL_NODE_IP={node_ip} \
-             FL_POD_CIDR={pod_net}/24 FL_POD_GW={pod_gateway} FL_NODE_SUBDIR={subdir} FL_NODE_MNTNS_FILE={mntns_file} FL_CGROUP_ROOT={cgroup_root} FL_NODE_CERT={cert}"
+             FL_POD_CIDR={pod_net}/24 FL_POD_GW={pod_gateway} FL_NODE_SUBDIR={subdir} FL_NODE_MNTNS_FILE={mntns_file} FL_CGROUP_ROOT={cgroup_root} FL_NODE_CERT={cert} \
+             FL_VM_IP={vm_ip} FL_VM_SSH_PORT={vm_ssh_port}"
         )
     }
 }
@@ -128,7 +139,8 @@ mod tests {
         assert_eq!(
             TestbedNode::of(1).unwrap().line(),
             "1 FL_NODE=faultlab-node FL_VETH_HOST=fl-host0 FL_VETH_NODE=fl-node0 FL_LINK_HOST_IP=198.18.213.1 FL_NODE_IP=198.18.213.2 \
-             FL_POD_CIDR=198.19.160.0/24 FL_POD_GW=198.19.160.1 FL_NODE_SUBDIR= FL_NODE_MNTNS_FILE= FL_CGROUP_ROOT= FL_NODE_CERT=node"
+             FL_POD_CIDR=198.19.160.0/24 FL_POD_GW=198.19.160.1 FL_NODE_SUBDIR= FL_NODE_MNTNS_FILE= FL_CGROUP_ROOT= FL_NODE_CERT=node \
+             FL_VM_IP=198.18.214.15 FL_VM_SSH_PORT=22622"
         );
     }
 
@@ -145,6 +157,7 @@ mod tests {
         );
         let two = TestbedNode::of(2).unwrap();
         assert_eq!((two.link_host_ip, two.node_ip), (Ipv4Addr::new(198, 18, 213, 5), Ipv4Addr::new(198, 18, 213, 6)));
+        assert_eq!((two.vm_ip, two.vm_ssh_port), (Ipv4Addr::new(198, 18, 214, 16), 22623));
     }
 
     /// The last node's link and pods stay inside 198.18.213.0/26 and below the service range.
@@ -153,6 +166,8 @@ mod tests {
         let node = TestbedNode::of(MAX_NODES).unwrap();
         assert_eq!((node.link_host_ip, node.node_ip), (Ipv4Addr::new(198, 18, 213, 61), Ipv4Addr::new(198, 18, 213, 62)));
         assert_eq!(node.pod_net, Ipv4Addr::new(198, 19, 175, 0), "198.19.176.0/20 is the service range");
+        // As a VM: inside 198.18.214.0/24 above QEMU's own .2 to .4, each VM's port its own.
+        assert_eq!((node.vm_ip, node.vm_ssh_port), (Ipv4Addr::new(198, 18, 214, 30), 22637));
     }
 
     #[rstest::rstest]
