@@ -656,6 +656,90 @@ pub fn debrief_page(d: &Debrief) -> String {
     terminal_safe(page.render().expect("the debrief page renders"))
 }
 
+/// The instructor's scoreboard of a class: one row per trainee's session, best score first. Plain data
+/// (`training` fills it in; this module knows nothing of sessions).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scoreboard {
+    /// When it was made, RFC 3339 (UTC).
+    pub made: String,
+    /// Seconds after which the browser loads the page again (`faultlab scoreboard --watch`); `None`: never.
+    pub refresh: Option<u32>,
+    pub rows: Vec<ScoreboardRow>,
+}
+
+/// One session on the scoreboard. Times are seconds from the symptom shown.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoreboardRow {
+    pub session: String,
+    /// The challenge as the trainee is shown it: a blind one not yet fixed does not name its scenario.
+    pub challenge: String,
+    pub namespace: String,
+    pub context: String,
+    pub elapsed: f64,
+    pub time_limit: f64,
+    /// When each stage was first answered right; the fix when `check` first found it.
+    pub detected: Option<f64>,
+    pub localised: Option<f64>,
+    pub fixed: Option<f64>,
+    pub hints: usize,
+    pub solution_shown: bool,
+    pub score: crate::score::Score,
+}
+
+/// The scoreboard as one self-contained HTML page (no script; with `refresh`, a meta refresh).
+pub fn scoreboard_page(b: &Scoreboard) -> String {
+    let mut rows: Vec<&ScoreboardRow> = b.rows.iter().collect();
+    // Best score first; on a tie, who got there sooner (fixed earlier, else more time left), then by name.
+    rows.sort_by(|x, y| {
+        y.score.total.cmp(&x.score.total).then(x.fixed.unwrap_or(f64::INFINITY).total_cmp(&y.fixed.unwrap_or(f64::INFINITY))).then(x.session.cmp(&y.session))
+    });
+    let stage = |t: Option<f64>, limit: f64| match t {
+        Some(t) if t <= limit => (clock(t), "done"),
+        Some(t) => (clock(t), "late"),
+        None => ("–".to_string(), "open"),
+    };
+    let lines = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let state = match (r.fixed, r.elapsed > r.time_limit) {
+                (Some(_), _) => "fixed",
+                (None, true) => "over time",
+                (None, false) => "working",
+            };
+            BoardLine {
+                rank: i + 1,
+                r,
+                state,
+                elapsed: clock(r.elapsed),
+                limit: clock(r.time_limit),
+                stages: [stage(r.detected, r.time_limit), stage(r.localised, r.time_limit), stage(r.fixed, r.time_limit)],
+            }
+        })
+        .collect();
+    let page = ScoreboardPage { title: "faultlab scoreboard".into(), b, lines };
+    terminal_safe(page.render().expect("the scoreboard renders"))
+}
+
+struct BoardLine<'a> {
+    rank: usize,
+    r: &'a ScoreboardRow,
+    /// `working`, `fixed` or `over time`.
+    state: &'static str,
+    elapsed: String,
+    limit: String,
+    /// Detect, localise, mitigate: when (m:ss) and `done`, `late` or `open`.
+    stages: [(String, &'static str); 3],
+}
+
+#[derive(Template)]
+#[template(path = "scoreboard.html")]
+struct ScoreboardPage<'a> {
+    title: String,
+    b: &'a Scoreboard,
+    lines: Vec<BoardLine<'a>>,
+}
+
 #[derive(Template)]
 #[template(path = "debrief.html")]
 struct DebriefPage<'a> {
@@ -1346,5 +1430,57 @@ mod tests {
     #[case("deleted", "gone")]
     fn pod_states_are_coloured_by_kind(#[case] state: &str, #[case] kind: &str) {
         assert_eq!(state_kind(state), kind);
+    }
+
+    /// A scoreboard row of `session` whose score is computed from what it did, as `training` does.
+    fn board_row(session: &str, challenge: &str, elapsed: f64, answers: &[(crate::score::Stage, f64)], fixed: Option<f64>, hints: usize) -> ScoreboardRow {
+        use crate::score::{Answer, Played, Rubric};
+        let answers: Vec<Answer> = answers.iter().map(|&(stage, at)| Answer { stage, at, answer: "x".into(), correct: true }).collect();
+        let rubric = Rubric::default();
+        let score = crate::score::score(&rubric, &Played { answers: &answers, hints, solution_shown: false, fixed_at: fixed });
+        let first = |st| answers.iter().find(|a| a.stage == st).map(|a| a.at);
+        ScoreboardRow {
+            session: session.into(),
+            challenge: challenge.into(),
+            namespace: format!("fl-{session}"),
+            context: "faultlab-testbed".into(),
+            elapsed,
+            time_limit: rubric.time_limit,
+            detected: first(crate::score::Stage::Detect),
+            localised: first(crate::score::Stage::Localise),
+            fixed,
+            hints,
+            solution_shown: false,
+            score,
+        }
+    }
+
+    /// Best score first, each stage's time and state, the blind challenge as shown, the refresh; text
+    /// from sessions is escaped.
+    #[test]
+    fn the_scoreboard_ranks_by_score_and_shows_each_stage() {
+        use crate::score::Stage::{Detect, Localise};
+        let board = Scoreboard {
+            made: "2026-11-28T14:00:00Z".into(),
+            refresh: Some(5),
+            rows: vec![
+                board_row("ann", "a blind challenge in fl-challenge-x", 95.0, &[(Detect, 30.0)], None, 1),
+                board_row("bob", "pause-missing", 400.0, &[(Detect, 20.0), (Localise, 100.0)], Some(300.0), 0),
+                board_row("cy<b>", "configmap-missing", 1900.0, &[], None, 0),
+            ],
+        };
+        let page = scoreboard_page(&board);
+        assert!(page.contains(r#"<meta http-equiv="refresh" content="5">"#));
+        let order: Vec<&str> = page.match_indices(r#"<tr class="trainee" data-session=""#).map(|(i, m)| &page[i + m.len()..i + m.len() + 3]).collect();
+        assert_eq!(order, ["bob", "ann", "cy&"], "best score first");
+        assert!(page.contains(r#"data-session="bob" data-state="fixed" data-score="100""#), "{page}");
+        assert!(page.contains(r#"data-session="ann" data-state="working" data-score="10""#), "20 for detecting, less a hint");
+        assert!(page.contains(r#"data-state="over time" data-score="0""#));
+        assert!(page.contains(r#"<td class="stage mono" data-state="done">5m</td>"#), "bob's fix: {page}");
+        assert!(page.contains(r#"<td class="stage mono" data-state="open">–</td>"#), "ann's open stages");
+        assert!(page.contains("a blind challenge in fl-challenge-x"));
+        assert!(!page.contains("cy<b>") && page.contains(r#"data-session="cy&"#), "a session's text is escaped");
+        let once = scoreboard_page(&Scoreboard { refresh: None, rows: vec![], ..board });
+        assert!(!once.contains("http-equiv") && once.contains("No training session is open."));
     }
 }

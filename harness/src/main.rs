@@ -353,6 +353,16 @@ pub enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
+    /// Training: the instructor's scoreboard of the open sessions (each stage, time, hints and score),
+    /// an HTML page.
+    Scoreboard {
+        /// Where to write the page.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Write it again every SECONDS (the page loads itself again as often) until interrupted.
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=3600))]
+        watch: Option<u32>,
+    },
     /// Write a scenario of your own, NAME.yaml, made from faultlab's scenario for FAULT.
     New {
         /// The scenario's name (a Kubernetes name: lowercase letters, digits and '-').
@@ -544,6 +554,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Solution { session, apply } => cli::train::solution(session.session.as_deref(), apply).await,
         Command::Reset { session } => cli::train::reset(session.session.as_deref()).await,
         Command::Sessions { output } => cli::train::sessions(output.output),
+        Command::Scoreboard { out, watch } => cli::train::scoreboard(&out, watch).await,
         Command::Snapshots { command } => cli::snapshots::snapshots(&dir, expectations, command),
         Command::Cleanup { force, older_than, sessions } => cli::cleanup::cleanup(force, older_than, sessions).await,
     }

@@ -801,6 +801,40 @@ pub fn score(session: &Session) -> Score {
     )
 }
 
+/// The instructor's scoreboard of `sessions` ([`html::scoreboard_page`]): each session's stages, time,
+/// hints and score so far. A blind challenge not yet fixed shows what its trainee is shown, not its
+/// scenario; nothing on it is a path or a credential.
+pub fn scoreboard(sessions: &[Session], refresh: Option<u32>) -> html::Scoreboard {
+    let rows = sessions
+        .iter()
+        .map(|s| {
+            let first = |stage: Stage| s.answers.iter().find(|a| a.stage == stage && a.correct).map(|a| a.at);
+            html::ScoreboardRow {
+                session: s.id.clone(),
+                challenge: s.shown_as(),
+                namespace: s.namespace.clone(),
+                context: s.cluster.context.clone(),
+                // A fixed session's clock stops at the fix.
+                elapsed: s.solved.as_ref().map_or_else(|| s.elapsed(), |x| x.seconds),
+                time_limit: s.rubric.time_limit,
+                detected: first(Stage::Detect),
+                localised: first(Stage::Localise),
+                fixed: s.solved.as_ref().map(|x| x.seconds),
+                hints: s.hints_used,
+                solution_shown: s.solution_shown,
+                score: score(s),
+            }
+        })
+        .collect();
+    html::Scoreboard { made: rfc3339(now()), refresh, rows }
+}
+
+/// Write the scoreboard of the open sessions to `path` (atomically: a browser never reads half a page).
+pub fn write_scoreboard(path: &Path, refresh: Option<u32>) -> Result<(), TrainingError> {
+    let page = html::scoreboard_page(&scoreboard(&Session::all(), refresh));
+    crate::atomic::write(path, page.as_bytes()).map_err(|source| TrainingError::DebriefWrite { path: path.to_owned(), source })
+}
+
 /// The documented fix and its source; with `apply`, carry it out.
 pub async fn solution(session: &mut Session, apply: bool) -> Result<String, TrainingError> {
     let loaded = session.loaded()?;

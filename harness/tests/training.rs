@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         ("trainee-hides-the-symptom", hidden_symptom),
         ("blind-challenge", blind_challenge),
         ("two-trainees-each-in-their-own-namespace", two_trainees),
+        ("the-instructor-s-scoreboard-of-a-class", scoreboard),
         ("reset-after-an-abandoned-session", abandoned),
     ];
     let trials = trials
@@ -363,6 +364,89 @@ fn two_trainees(description: &Path) -> Result<(), Failed> {
         Ok(())
     })
     .inspect_err(|_| reset_quietly(&b))
+}
+
+/// The scoreboard page's trainee rows, `(session, state, score)`, in order: from the file as written,
+/// and (where Chromium is installed) from the DOM a headless Chromium laid out of it.
+fn board_rows(page: &Path) -> Result<Vec<(String, String, String)>, Failed> {
+    let text = std::fs::read_to_string(page).map_err(|e| format!("reading the scoreboard {}: {e}", page.display()))?;
+    let rows = |html: &str| -> Vec<(String, String, String)> {
+        html.split(r#"<tr class="trainee" "#)
+            .skip(1)
+            .map(|row| {
+                let attr = |name: &str| row.split(&format!(r#"{name}=""#)).nth(1).and_then(|v| v.split('"').next()).unwrap_or_default().to_string();
+                (attr("data-session"), attr("data-state"), attr("data-score"))
+            })
+            .collect()
+    };
+    let written = rows(&text);
+    if let Some(browser) = ["chromium", "chromium-browser"].into_iter().find(|b| Command::new("sh").args(["-c", &format!("command -v {b}")]).output().is_ok_and(|o| o.status.success())) {
+        let out = Command::new("timeout")
+            .args(["-k", "5", "90", browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dump-dom"])
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .map_err(|e| e.to_string())?;
+        let laid_out = rows(&String::from_utf8_lossy(&out.stdout));
+        if laid_out != written {
+            return Err(format!("{browser} shows the rows {laid_out:?}, the page holds {written:?}").into());
+        }
+    }
+    Ok(written)
+}
+
+/// An instructor runs two sessions of a class from one state directory (a named challenge and a blind
+/// one) and writes the scoreboard: a row each, the blind one not named; a trainee's right answer shows
+/// on the next page, in the file and in the browser.
+fn scoreboard(description: &Path) -> Result<(), Failed> {
+    let class = Trainee::new(description)?;
+    let reset_all = |t: &Trainee| {
+        let ids: Vec<String> = std::fs::read_dir(t.state.path().join("training"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .filter_map(|p| Some(p.file_stem()?.to_str()?.to_owned()))
+            .collect();
+        for id in ids {
+            let _ = t.faultlab(&["reset", "--session", &id]);
+        }
+    };
+    let result = (|| {
+        class.ok(&["train", "configmap-missing", "--provider", "existing"])?;
+        let named = class.session()?;
+        class.ok(&["train", "--blind", "--from", "container-args-wrong", "--provider", "existing"])?;
+        let blind = std::fs::read_dir(class.state.path().join("training"))
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
+            .find(|id| id != &named && id.starts_with("fl-challenge-"))
+            .ok_or("no session file of the blind challenge")?;
+        let page = class.state.path().join("scoreboard.html");
+        let out = class.ok(&["scoreboard", "--out", page.to_str().ok_or("a state path that is not UTF-8")?])?;
+        if !out.contains("wrote the scoreboard of 2 open session(s)") {
+            return Err(format!("scoreboard said: {out}").into());
+        }
+        let text = std::fs::read_to_string(&page).map_err(|e| e.to_string())?;
+        if text.contains("container-args-wrong") {
+            return Err("the scoreboard names the blind challenge's scenario before it is fixed".into());
+        }
+        let before = board_rows(&page)?;
+        let mut ids: Vec<&str> = before.iter().map(|r| r.0.as_str()).collect();
+        ids.sort();
+        let mut want = vec![named.as_str(), blind.as_str()];
+        want.sort();
+        if ids != want || before.iter().any(|r| r.1 != "working" || r.2 != "0") {
+            return Err(format!("the first scoreboard's rows: {before:?} (sessions {named}, {blind}: both working, 0 points)").into());
+        }
+        class.ok(&["answer", "detect", "web", "--session", &blind])?;
+        class.ok(&["scoreboard", "--out", page.to_str().unwrap_or_default()])?;
+        let after = board_rows(&page)?;
+        if after.first() != Some(&(blind.clone(), "working".to_string(), "20".to_string())) {
+            return Err(format!("after the blind challenge's trainee named the workload, the scoreboard's rows are {after:?}: {blind} should lead with 20").into());
+        }
+        Ok(())
+    })();
+    reset_all(&class);
+    result
 }
 
 fn abandoned(description: &Path) -> Result<(), Failed> {

@@ -148,6 +148,22 @@ pub async fn reset(session: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// `faultlab scoreboard`: the open sessions' scoreboard written to `out`; with `watch`, again every
+/// `watch` seconds (the page loads itself again as often) until interrupted.
+pub async fn scoreboard(out: &Path, watch: Option<u32>) -> Result<()> {
+    loop {
+        training::write_scoreboard(out, watch)?;
+        let Some(every) = watch else {
+            out!("wrote the scoreboard of {} open session(s) to {}", training::Session::all().len(), out.display());
+            return Ok(());
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(u64::from(every))) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
 /// `faultlab sessions`: the open sessions.
 pub fn sessions(output: Output) -> Result<()> {
     let all = training::Session::all();
