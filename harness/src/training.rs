@@ -72,6 +72,12 @@ pub enum TrainingError {
         #[source]
         source: crate::atomic::AtomicError,
     },
+    #[error("cannot write the scoreboard {}: {source}", path.display())]
+    ScoreboardWrite {
+        path: PathBuf,
+        #[source]
+        source: crate::atomic::AtomicError,
+    },
     #[error("training needs the test bed or an existing cluster here (--provider existing): kind clusters for trainees are not supported yet")]
     KindNotSupported,
     #[error("training needs the test bed or an existing cluster here (--provider existing): {0}")]
@@ -708,6 +714,8 @@ pub struct Verdict {
 pub async fn check(session: &mut Session, wait: Option<Duration>) -> Result<Verdict, TrainingError> {
     let (run, client) = session.resume(Recorder::default()).await?;
     let loaded = session.loaded()?;
+    // What the fault brought that the cluster needs to recover runs while this check does.
+    loaded.scenario.fault.fault().resume(&run.ctx);
     // Every recovery gate (named one by one, so that a gate the format gains cannot be left out here:
     // the Deployment's was, until issue 30's Gates), evaluated on the current state (a watch that ends
     // at once), or waited for.
@@ -832,7 +840,7 @@ pub fn scoreboard(sessions: &[Session], refresh: Option<u32>) -> html::Scoreboar
 /// Write the scoreboard of the open sessions to `path` (atomically: a browser never reads half a page).
 pub fn write_scoreboard(path: &Path, refresh: Option<u32>) -> Result<(), TrainingError> {
     let page = html::scoreboard_page(&scoreboard(&Session::all(), refresh));
-    crate::atomic::write(path, page.as_bytes()).map_err(|source| TrainingError::DebriefWrite { path: path.to_owned(), source })
+    crate::atomic::write(path, page.as_bytes()).map_err(|source| TrainingError::ScoreboardWrite { path: path.to_owned(), source })
 }
 
 /// The documented fix and its source; with `apply`, carry it out.

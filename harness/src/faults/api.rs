@@ -235,6 +235,12 @@ pub trait Fault: Send + Sync {
     /// Journal the undo, then break the node or the workload.
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError>;
 
+    /// What a later process of a training session (`faultlab check`) runs for the fault while it lives,
+    /// started before it waits on the recovery: the part of the platform the fault brought with it that
+    /// the cluster needs to recover (volume-multi-attach: its CSI driver's controller half, without
+    /// which no volume is attached). Default: nothing.
+    fn resume(&self, _ctx: &Ctx) {}
+
     /// Is the fault itself in place, on the node or in the API (not its symptom)? One check, read both
     /// ways: after `inject` it must be [`Presence::Present`], and `faultlab check` tells a real fix from
     /// a workaround by it not being so. Default: [`Presence::Unknown`] (the scenario's gates decide).

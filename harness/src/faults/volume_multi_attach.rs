@@ -178,6 +178,13 @@ impl Fault for VolumeMultiAttach {
         ctx.kube.create_object(None, disk).await.map(drop).map_err(Ctx::api_err("make-disk"))
     }
 
+    /// A training session's `check` (another process than the one that broke the cluster, which has
+    /// ended) runs the controller half while it lives: it attaches the volume to the new node after a
+    /// fix made by hand (`faultlab check --wait`: the whole wait).
+    fn resume(&self, ctx: &Ctx) {
+        self.ensure_attacher(ctx);
+    }
+
     /// Journal the kubelet's start, then stop it.
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let control = Self::control(ctx, "stop-kubelet")?;
