@@ -578,6 +578,15 @@ pub struct Debrief {
     pub reset_unfixed: Option<f64>,
     /// The challenge's score and its breakdown (`None`: a page made without one).
     pub score: Option<crate::score::Score>,
+    /// What the trainee typed in `faultlab terminal`, line by line (none: no web terminal was used).
+    pub commands: Vec<DebriefCommand>,
+}
+
+/// A line the trainee entered in the web terminal, at `at` seconds from the symptom shown.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DebriefCommand {
+    pub at: f64,
+    pub line: String,
 }
 
 /// A hint asked.
@@ -651,6 +660,7 @@ pub fn debrief_page(d: &Debrief) -> String {
         session: SessionSvg::new(d),
         hints: d.hints.iter().map(|h| Item { at: h.at.map(clock).unwrap_or_else(|| "–".into()), fixed: false, text: &h.text, failing: &[] }).collect(),
         checks: d.checks.iter().map(|c| Item { at: clock(c.at), fixed: c.fixed, text: "", failing: &c.failing }).collect(),
+        commands: d.commands.iter().map(|c| Item { at: clock(c.at), fixed: false, text: &c.line, failing: &[] }).collect(),
     };
     // As the suite page: strings and numbers only, and no filter that can fail.
     terminal_safe(page.render().expect("the debrief page renders"))
@@ -755,6 +765,7 @@ struct DebriefPage<'a> {
     session: SessionSvg,
     hints: Vec<Item<'a>>,
     checks: Vec<Item<'a>>,
+    commands: Vec<Item<'a>>,
 }
 
 /// A hint or a check in the page's lists.
@@ -1246,6 +1257,7 @@ mod tests {
                     fixed_at: Some(252.3),
                 },
             )),
+            commands: vec![DebriefCommand { at: 30.4, line: "kubectl get pods -l 'app=<web>'".into() }, DebriefCommand { at: 250.0, line: "faultlab check".into() }],
         }
     }
 
@@ -1276,6 +1288,9 @@ mod tests {
             assert!(page.contains(&format!("<dt>{k}</dt><dd class=\"mono\">{v}</dd>")), "{k}: {v}\n{page}");
         }
         assert!(page.contains(r#"<span class="status passed">fixed</span>"#));
+        // What was typed in the web terminal, escaped; a page without any has no such section.
+        assert!(page.contains("<h2>Commands typed</h2>") && page.contains(r#"<li><span class="mono">30.4 s</span> <code>kubectl get pods -l &#39;app=&#60;web&#62;&#39;</code></li>"#), "{page}");
+        assert!(!debrief_page(&Debrief { commands: vec![], ..debrief() }).contains("Commands typed"));
 
         // The break: the suite's timeline, its three phases, its events.
         assert_eq!(page.matches("<svg class=\"timeline\"").count(), 1, "the break's timeline");

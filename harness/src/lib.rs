@@ -9,7 +9,7 @@
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
-//!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`]
+//!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`], [`webterm`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`attacher`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
@@ -63,3 +63,4 @@ pub mod testbed;
 pub mod training;
 pub mod vars;
 pub mod wait;
+pub mod webterm;

@@ -363,6 +363,25 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=3600))]
         watch: Option<u32>,
     },
+    /// Training: the session's shell in a browser, for its trainee: prints an address with a token (a
+    /// credential: give it only to the trainee) and serves until interrupted or the session is reset.
+    /// The shell has the trainee's kubeconfig and the session selected; each line typed goes into the
+    /// debrief.
+    Terminal {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Where to listen: a loopback address (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// The shell to run.
+        #[arg(long, default_value = "/bin/bash", value_name = "PROGRAM")]
+        shell: PathBuf,
+        /// Run the shell as this local user (faultlab must run as root), who cannot read the session:
+        /// their `faultlab answer`, `hint`, `check`, `solution`, `list` and `show` go through a broker
+        /// of this terminal's, for this session only.
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+    },
     /// Write a scenario of your own, NAME.yaml, made from faultlab's scenario for FAULT.
     New {
         /// The scenario's name (a Kubernetes name: lowercase letters, digits and '-').
@@ -502,6 +521,17 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("FAULTLAB_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
+    // A trainee's shell in `faultlab terminal --user`: the session is the broker's to reach.
+    if let Some(socket) = std::env::var_os("FAULTLAB_BROKER") {
+        let args = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+        match faultlab::webterm::call_broker(std::path::Path::new(&socket), args) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit(status::ENVIRONMENT)
+            }
+        }
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -555,6 +585,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Reset { session } => cli::train::reset(session.session.as_deref()).await,
         Command::Sessions { output } => cli::train::sessions(output.output),
         Command::Scoreboard { out, watch } => cli::train::scoreboard(&out, watch).await,
+        Command::Terminal { session, listen, shell, user } => cli::train::terminal(session.session.as_deref(), listen, &shell, user.as_deref()).await,
         Command::Snapshots { command } => cli::snapshots::snapshots(&dir, expectations, command),
         Command::Cleanup { force, older_than, sessions } => cli::cleanup::cleanup(force, older_than, sessions).await,
     }

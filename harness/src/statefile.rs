@@ -104,6 +104,21 @@ pub fn read(path: &Path) -> Result<String, StateFileError> {
     Ok(text)
 }
 
+/// Open a state file to append to (a recording), made 0600 if it is not there: opened without
+/// following a link and without blocking, then checked on the open file as [`read`] checks.
+pub fn open_append(path: &Path) -> Result<std::fs::File, StateFileError> {
+    let file = match std::fs::OpenOptions::new().append(true).create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(StateFileError::Untrusted { path: path.to_owned(), why: "it is a symbolic link".into() }),
+        Err(source) => return Err(StateFileError::Read { path: path.to_owned(), source }),
+    };
+    let meta = file.metadata().map_err(|source| StateFileError::Read { path: path.to_owned(), source })?;
+    if let Some(why) = distrust(&meta, false) {
+        return Err(StateFileError::Untrusted { path: path.to_owned(), why });
+    }
+    Ok(file)
+}
+
 /// The regular files in `dir` whose names end in `.{ext}`, sorted; symbolic links and other kinds
 /// are left out (a directory that is not there lists nothing).
 pub fn list(dir: &Path, ext: &str) -> Vec<PathBuf> {

@@ -19,7 +19,7 @@ use thiserror::Error;
 use crate::gates::Gates;
 use crate::datafile::ApiVersion;
 use crate::faults::Presence;
-use crate::html::{self, Debrief, DebriefCheck, DebriefHint};
+use crate::html::{self, Debrief, DebriefCheck, DebriefCommand, DebriefHint};
 use crate::journal::{self, ClusterRef, Journal, JournalError};
 use crate::node::NodeProfile;
 use crate::provider::existing::Existing;
@@ -101,6 +101,8 @@ pub enum TrainingError {
     Api(#[from] crate::kube_ops::KubeError),
     #[error("the {0} stage is answered already")]
     Answered(&'static str),
+    #[error(transparent)]
+    Terminal(#[from] crate::webterm::WebTermError),
 }
 
 /// A controller of the workload, as it was when the session began (the fault in place).
@@ -875,6 +877,86 @@ pub async fn solution(session: &mut Session, apply: bool) -> Result<String, Trai
     Ok(out)
 }
 
+/// Where the session's web terminal records the lines typed ([`crate::webterm::Recording`]).
+pub fn commands_path(session: &Session) -> PathBuf {
+    sessions_dir().join(format!("{}.commands", session.id))
+}
+
+/// Where a trainee whose shell runs as another user keeps what the terminal gives them: their
+/// private directory (also their HOME), their copy of the session's kubeconfig, and the broker's
+/// socket ([`crate::webterm::Broker`]) through which their `faultlab` reaches the session.
+pub struct TraineeHome<'a> {
+    pub user: &'a crate::webterm::User,
+    pub dir: &'a Path,
+    pub kubeconfig: Option<PathBuf>,
+    pub broker: PathBuf,
+}
+
+/// The shell `faultlab terminal` gives the session's trainee: `program` (an interactive shell without
+/// startup files) with the trainee's kubeconfig, the session selected, faultlab on the PATH, and
+/// nothing else of the instructor's environment (no credential of theirs reaches the shell). With
+/// `home`, it runs as that user, whose `faultlab` calls go through the broker.
+pub fn terminal_shell(session: &Session, program: &Path, home: Option<TraineeHome<'_>>) -> crate::webterm::Shell {
+    let inherit = |k: &str| std::env::var(k).ok().map(|v| (k.to_string(), v));
+    let mut path = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.display().to_string())).unwrap_or_default();
+    path.push(':');
+    path.push_str(&std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
+    let mut env = vec![
+        ("PATH".to_string(), path),
+        ("TERM".to_string(), "xterm-256color".to_string()),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+        ("FAULTLAB_SESSION".to_string(), session.id.clone()),
+        ("PS1".to_string(), format!("{}$ ", session.namespace)),
+    ];
+    let (dir, user, kubeconfig) = match home {
+        Some(h) => {
+            env.extend([("USER", h.user.name.clone()), ("LOGNAME", h.user.name.clone()), ("HOME", h.dir.display().to_string())].map(|(k, v)| (k.to_string(), v)));
+            env.push(("FAULTLAB_BROKER".to_string(), h.broker.display().to_string()));
+            (h.dir.to_owned(), Some(h.user.clone()), h.kubeconfig)
+        }
+        None => {
+            env.extend(["HOME", "USER", "LOGNAME", "FAULTLAB_STATE_DIR", "FAULTLAB_TESTBED", "FAULTLAB_SCENARIOS"].into_iter().filter_map(inherit));
+            (PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/".into())), None, session.trainee_kubeconfig.clone())
+        }
+    };
+    if let Some(kc) = kubeconfig {
+        env.push(("KUBECONFIG".to_string(), kc.display().to_string()));
+    }
+    crate::webterm::Shell { program: program.to_owned(), args: vec!["--noprofile".into(), "--norc".into(), "-i".into()], env, dir, user }
+}
+
+/// The commands a trainee may run through the broker: the session's own training commands, and the
+/// catalogue (`list`, `show`: every scenario, not which one this session is). Not `sessions`: a class
+/// shares the instructor's state, and it would list the other trainees'.
+const BROKERED: [&str; 6] = ["answer", "hint", "check", "solution", "list", "show"];
+
+/// The faultlab arguments the broker runs for a trainee's `args` (as they typed them after
+/// `faultlab`), for `session`; or why not. The session's commands get `--session` of this session:
+/// a trainee cannot name another.
+pub fn brokered(session: &Session, args: &[String]) -> Result<Vec<String>, String> {
+    let refuse = |why: String| Err(format!("{why}; in this terminal faultlab runs {} (for this session)", BROKERED.join(", ")));
+    let Some(first) = args.first() else {
+        return refuse("no command".into());
+    };
+    if matches!(first.as_str(), "-h" | "--help" | "help" | "-V" | "--version") {
+        return Ok(vec![first.clone()]);
+    }
+    if !BROKERED.contains(&first.as_str()) {
+        return refuse(format!("`faultlab {first}` is the instructor's"));
+    }
+    if args.len() > 32 || args.iter().any(|a| a.len() > 1024) {
+        return refuse("too many or too long arguments".into());
+    }
+    if let Some(a) = args.iter().find(|a| a.starts_with("--session")) {
+        return refuse(format!("{a}: the session is this terminal's"));
+    }
+    let mut out = args.to_vec();
+    if matches!(first.as_str(), "answer" | "hint" | "check" | "solution") {
+        out.extend(["--session".to_string(), session.id.clone()]);
+    }
+    Ok(out)
+}
+
 /// Undo everything the session did, through its journal, and close it.
 pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
     let mut errors = Vec::new();
@@ -886,6 +968,7 @@ pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
         if let Some(kubeconfig) = &session.trainee_kubeconfig {
             let _ = std::fs::remove_file(kubeconfig);
         }
+        let _ = std::fs::remove_file(commands_path(session));
         let path = session.path();
         std::fs::remove_file(&path).map_err(|source| TrainingError::File { path, source })?;
     }
@@ -896,7 +979,9 @@ pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
 /// The session's debrief: the scenario and its source, how the cluster was broken, each hint asked
 /// (with the scenario's text), each check, the solution and the fix. Reads the scenario for its hints.
 pub fn debrief(session: &Session) -> Result<Debrief, TrainingError> {
-    Ok(debrief_of(session, &session.loaded()?.scenario))
+    let mut d = debrief_of(session, &session.loaded()?.scenario);
+    d.commands = crate::webterm::Recording::read(&commands_path(session))?.into_iter().map(|t| DebriefCommand { at: t.at, line: t.line }).collect();
+    Ok(d)
 }
 
 fn debrief_of(session: &Session, sc: &Scenario) -> Debrief {
@@ -924,6 +1009,7 @@ fn debrief_of(session: &Session, sc: &Scenario) -> Debrief {
         time_to_fix: session.solved.as_ref().map(|s| s.seconds),
         reset_unfixed: None,
         score: Some(score(session)),
+        commands: Vec::new(),
     }
 }
 
@@ -953,6 +1039,28 @@ fn write_page(dir: &Path, id: &str, d: &Debrief) -> Result<PathBuf, TrainingErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_broker_runs_this_session_s_training_commands_only() {
+        let s = session();
+        let args = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let id = s.id.clone();
+        assert_eq!(brokered(&s, &args(&["answer", "detect", "web"])).unwrap(), args(&["answer", "detect", "web", "--session", &id]));
+        assert_eq!(brokered(&s, &args(&["check", "--wait", "2m"])).unwrap(), args(&["check", "--wait", "2m", "--session", &id]));
+        assert_eq!(brokered(&s, &args(&["list"])).unwrap(), args(&["list"]));
+        assert_eq!(brokered(&s, &args(&["--help"])).unwrap(), args(&["--help"]));
+        for (bad, why) in [
+            (&["reset"][..], "`faultlab reset` is the instructor's"),
+            (&["sessions"], "`faultlab sessions` is the instructor's"),
+            (&["train", "pause-missing"], "`faultlab train` is the instructor's"),
+            (&["hint", "--session", "other"], "--session: the session is this terminal's"),
+            (&["hint", "--session=other"], "--session=other: the session is this terminal's"),
+            (&[], "no command"),
+        ] {
+            let e = brokered(&s, &args(bad)).unwrap_err();
+            assert!(e.starts_with(why) && e.contains("answer, hint, check, solution, list, show"), "{bad:?}: {e}");
+        }
+    }
 
     fn deployment(replicas: Option<i32>, probes: &[(&str, &str)]) -> Controller {
         Controller {

@@ -10,6 +10,9 @@ use faultlab::suite;
 use faultlab::testbed::TestBed;
 use libtest_mimic::{Arguments, Failed, Trial};
 
+#[path = "support/cdp.rs"]
+mod cdp;
+
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
     args.test_threads = Some(1);
@@ -26,6 +29,7 @@ fn main() -> ExitCode {
         ("two-trainees-each-in-their-own-namespace", two_trainees),
         ("the-instructor-s-scoreboard-of-a-class", scoreboard),
         ("reset-after-an-abandoned-session", abandoned),
+        ("three-blind-challenges-in-the-web-terminal", web_terminal),
     ];
     let trials = trials
         .into_iter()
@@ -35,6 +39,9 @@ fn main() -> ExitCode {
             let t = Trial::test(name, move || f(&bed.map_err(Failed::from)?));
             if ignored {
                 t.with_kind("no test bed").with_ignored_flag(true)
+            } else if name.contains("web-terminal") && browser().is_none() {
+                eprintln!("{name} ignored: no chromium on PATH (Debian: apt-get install chromium)");
+                t.with_kind("no Chromium").with_ignored_flag(true)
             } else {
                 t
             }
@@ -86,7 +93,9 @@ impl Trainee {
         let dir = self.state.path().join("training");
         let mut ids: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|e| e.to_string())?
-            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
             .collect();
         ids.sort();
         ids.pop().ok_or_else(|| "no session file".into())
@@ -380,7 +389,7 @@ fn board_rows(page: &Path) -> Result<Vec<(String, String, String)>, Failed> {
             .collect()
     };
     let written = rows(&text);
-    if let Some(browser) = ["chromium", "chromium-browser"].into_iter().find(|b| Command::new("sh").args(["-c", &format!("command -v {b}")]).output().is_ok_and(|o| o.status.success())) {
+    if let Some(browser) = browser() {
         let out = Command::new("timeout")
             .args(["-k", "5", "90", browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dump-dom"])
             .arg(format!("file://{}", page.display()))
@@ -489,4 +498,224 @@ fn host_state() -> Result<String, Failed> {
     let routes = Command::new("ip").arg("route").output().map_err(|e| e.to_string())?;
     let inotify = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances").map_err(|e| e.to_string())?;
     Ok(format!("{}{}", String::from_utf8_lossy(&routes.stdout), inotify))
+}
+
+/// The Chromium on PATH, if any.
+fn browser() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| Command::new("sh").args(["-c", &format!("command -v {b}")]).output().is_ok_and(|o| o.status.success()))
+}
+
+/// `faultlab terminal` for one session, running; its address (with the token).
+struct WebTerminal {
+    child: std::process::Child,
+    url: String,
+}
+
+impl WebTerminal {
+    fn start(t: &Trainee, session: &str, extra: &[&str]) -> Result<WebTerminal, Failed> {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_faultlab"))
+            .env("FAULTLAB_STATE_DIR", t.state.path())
+            .env("FAULTLAB_TESTBED", &t.description)
+            .env("FAULTLAB_SCENARIOS", faultlab::scenario::default_dir())
+            .args(["terminal", "--session", session])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?).read_line(&mut first).map_err(|e| e.to_string())?;
+        let Some(url) = first.trim().strip_prefix("terminal: ") else {
+            let _ = child.kill();
+            return Err(format!("faultlab terminal said {first:?}, not `terminal: URL`").into());
+        };
+        Ok(WebTerminal { url: url.to_string(), child })
+    }
+
+    /// Wait for it to end by itself (its session reset).
+    fn ends_within(&mut self, within: std::time::Duration) -> Result<(), Failed> {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if self.child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        Err(format!("faultlab terminal still serves {within:?} after its session was reset").into())
+    }
+}
+
+impl Drop for WebTerminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Everything the terminal page's xterm.js holds, line by line (what the trainee sees, scrollback
+/// included).
+const SCREEN: &str = "(() => { const b = faultlabTerminal.buffer.active; const out = []; for (let i = 0; i < b.length; i++) out.push(b.getLine(i).translateToString(true)); return out.join('\\n'); })()";
+
+/// Type `line` in the page's terminal and wait until the screen, after what it held, shows `want`;
+/// the screen's new text.
+fn run_in(b: &mut cdp::Browser, page: &cdp::Page, line: &str, want: &str, within: std::time::Duration) -> Result<String, Failed> {
+    let before = b.eval(page, SCREEN)?.as_str().unwrap_or_default().trim_end().len();
+    b.type_line(page, line)?;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let screen = b.eval(page, SCREEN)?.as_str().unwrap_or_default().to_string();
+        let new = screen.get(before.min(screen.len())..).unwrap_or_default().to_string();
+        if new.contains(want) {
+            return Ok(new);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("after typing {line:?} the terminal did not show {want:?} within {within:?}; it shows:\n{new}").into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// Open a terminal's page and wait for its shell's prompt.
+fn terminal_page(b: &mut cdp::Browser, term: &WebTerminal, prompt: &str) -> Result<cdp::Page, Failed> {
+    let page = b.open(&term.url)?;
+    b.wait_for(&page, "document.body && document.body.dataset.state === 'open'", std::time::Duration::from_secs(20))?;
+    b.wait_for(&page, &format!("{SCREEN}.includes({prompt:?})"), std::time::Duration::from_secs(20))?;
+    // The token is off the address bar once the page has it.
+    let shown = b.eval(&page, "location.href")?;
+    if shown.as_str().is_some_and(|u| u.contains('#')) {
+        return Err(format!("the page's address still holds the token: {shown}").into());
+    }
+    Ok(page)
+}
+
+/// In a terminal of `--user nobody`: the shell is that user's; the session file cannot be read or
+/// changed; faultlab runs only this session's training commands (through the broker), not the
+/// instructor's, and not for another session.
+fn locked_out(b: &mut cdp::Browser, page: &cdp::Page, t: &Trainee, id: &str, other: &str) -> Result<(), Failed> {
+    use std::time::Duration;
+    let prompt = format!("{id}$");
+    let within = Duration::from_secs(30);
+    run_in(b, page, "echo uid=$(id -u) groups=$(id -G)", "uid=65534 groups=65534", within)?;
+    let session = t.state.path().join("training").join(format!("{id}.json"));
+    let before = std::fs::read(&session).map_err(|e| e.to_string())?;
+    let dir = session.parent().ok_or("no session directory")?.display().to_string();
+    for (line, want) in [
+        (format!("cat {}", session.display()), "Permission denied"),
+        (format!("ls {dir}"), "Permission denied"),
+        (format!("echo '{{}}' > {}", session.display()), "Permission denied"),
+        ("faultlab sessions".to_string(), "`faultlab sessions` is the instructor's"),
+        ("faultlab reset".to_string(), "`faultlab reset` is the instructor's"),
+        (format!("faultlab hint --session {other}"), "the session is this terminal's"),
+        ("faultlab list | grep -c configmap-missing".to_string(), "\n1"),
+    ] {
+        let out = run_in(b, page, &line, &prompt, within)?;
+        if !out.contains(want) {
+            return Err(format!("typing {line:?} as the trainee showed:\n{out}\n(expected {want:?})").into());
+        }
+    }
+    if std::fs::read(&session).map_err(|e| e.to_string())? != before {
+        return Err("the trainee's shell changed the session file".into());
+    }
+    Ok(())
+}
+
+/// What a trainee concludes from the namespace's events: the fault's name.
+fn diagnose(events: &str) -> Option<&'static str> {
+    if events.contains("FailedMount") && events.contains("not found") {
+        Some("configmap-missing")
+    } else if events.contains("Back-off restarting failed container") {
+        Some("container-args-wrong")
+    } else if events.contains("FailedCreatePodSandBox") {
+        Some("memory-limit-unit")
+    } else {
+        None
+    }
+}
+
+/// A class in the browser: a scripted trainee solves three blind challenges (one of each of three
+/// scenarios, not told which) only by typing in `faultlab terminal`'s page in headless Chromium: find
+/// the broken workload, read the events, name the cause, fix it with kubectl, `faultlab check`. A second
+/// trainee's session runs all the while; the first trainee's shell cannot see its namespace, and its
+/// page does not open the other's terminal. Prints, per challenge, the time to break, to detect, to fix
+/// and to reset.
+fn web_terminal(description: &Path) -> Result<(), Failed> {
+    use std::time::{Duration, Instant};
+    let (class, other) = (Trainee::new(description)?, Trainee::new(description)?);
+    let mut b = cdp::Browser::launch(browser().ok_or("no Chromium")?)?;
+    let result = (|| -> Result<(), Failed> {
+        other.ok(&["train", "--blind", "--from", "configmap-missing", "--provider", "existing"])?;
+        let other_ns = other.session()?;
+        let other_term = WebTerminal::start(&other, &other_ns, &[])?;
+        let mut solved = std::collections::BTreeSet::new();
+        let mut figures = Vec::new();
+        let mut pool = vec!["configmap-missing", "container-args-wrong", "memory-limit-unit"];
+        while !pool.is_empty() {
+            let from = pool.join(",");
+            let t0 = Instant::now();
+            class.ok(&["train", "--blind", "--from", &from, "--provider", "existing", "--time-limit", "10m"])?;
+            let broke = t0.elapsed();
+            let id = class.session()?;
+            // The class's trainee is another user, who cannot read the session.
+            let mut term = WebTerminal::start(&class, &id, &["--user", "nobody"])?;
+            let page = terminal_page(&mut b, &term, &format!("{id}$"))?;
+            if solved.is_empty() {
+                locked_out(&mut b, &page, &class, &id, &other_ns)?;
+            }
+            let t1 = Instant::now();
+            run_in(&mut b, &page, "kubectl get deployments", "web", Duration::from_secs(30))?;
+            run_in(&mut b, &page, "faultlab answer detect web", "right: detect", Duration::from_secs(30))?;
+            let detected = t1.elapsed();
+            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-listed", "events-listed\n", Duration::from_secs(30))?;
+            let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
+            run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
+            let fix = match cause {
+                "configmap-missing" => "kubectl create configmap \"$(kubectl get deployment web -o jsonpath='{.spec.template.spec.volumes[0].configMap.name}')\" --from-literal=app.conf=mode=demo",
+                "container-args-wrong" => r#"kubectl patch deployment web --type=json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}]'"#,
+                _ => "kubectl set resources deployment web -c app --limits=memory=1024Mi",
+            };
+            run_in(&mut b, &page, fix, &format!("{id}$"), Duration::from_secs(30))?;
+            // The other trainee's namespace is not this shell's to see.
+            run_in(&mut b, &page, &format!("kubectl get pods -n {other_ns}"), "Forbidden", Duration::from_secs(30))?;
+            let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
+            let fixed = t1.elapsed();
+            let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/html-browser");
+            if std::fs::create_dir_all(&shots).is_ok() {
+                let _ = b.screenshot(&page, &shots.join(format!("web-terminal-{cause}.png")));
+            }
+            if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
+                return Err(format!("{cause}: check in the terminal said:\n{verdict}").into());
+            }
+            b.close(page)?;
+            let t2 = Instant::now();
+            let out = class.ok(&["reset"])?;
+            let reset = t2.elapsed();
+            term.ends_within(Duration::from_secs(15))?;
+            let (_, debrief) = class.debrief(&out)?;
+            if !debrief.contains("<h2>Commands typed</h2>") || !debrief.contains("faultlab answer detect web") || !debrief.contains("kubectl get events") {
+                return Err(format!("{cause}: the debrief does not list what was typed in the terminal:\n{debrief}").into());
+            }
+            figures.push(format!("{cause}: break {:.1} s, detect {:.1} s, fix {:.1} s, reset {:.1} s", broke.as_secs_f64(), detected.as_secs_f64(), fixed.as_secs_f64(), reset.as_secs_f64()));
+            solved.insert(cause);
+            pool.retain(|p| *p != cause);
+        }
+        // The other trainee's terminal, opened without its token, gives no shell.
+        let (addr, _) = other_term.url.split_once('#').ok_or("no token in the address")?;
+        let stranger = b.open(&format!("{addr}#{}", "0".repeat(64)))?;
+        b.wait_for(&stranger, "document.body && document.body.dataset.state === 'closed'", Duration::from_secs(20))?;
+        let status = b.eval(&stranger, "document.getElementById('status').textContent")?;
+        if !status.as_str().is_some_and(|s| s.contains("not this terminal's token")) {
+            return Err(format!("the other trainee's terminal, opened without its token, says {status}").into());
+        }
+        eprintln!("web terminal, per challenge:\n  {}", figures.join("\n  "));
+        if solved.len() != 3 {
+            return Err(format!("solved {solved:?}").into());
+        }
+        other.ok(&["reset"])?;
+        Ok(())
+    })();
+    if result.is_err() {
+        reset_quietly(&class);
+    }
+    reset_quietly(&other);
+    result
 }

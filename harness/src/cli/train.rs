@@ -164,6 +164,72 @@ pub async fn scoreboard(out: &Path, watch: Option<u32>) -> Result<()> {
     }
 }
 
+/// `faultlab terminal`: the session's shell in the browser (as `user`, with the broker, when given),
+/// until interrupted or the session is gone.
+pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell: &Path, user: Option<&str>) -> Result<()> {
+    use faultlab::webterm::{self, Broker, Recording, Server, User};
+    let s = training::Session::find(session)?;
+    if !shell.is_file() {
+        usage!("--shell {}: no such program", shell.display());
+    }
+    let user = user.map(User::named).transpose()?;
+    // SAFETY: geteuid has no preconditions.
+    if user.is_some() && unsafe { libc::geteuid() } != 0 {
+        return Err(webterm::WebTermError::NotRoot.into());
+    }
+    let home = user.as_ref().map(webterm::private_home).transpose()?;
+    let mut broker = None;
+    let trainee = match (&user, &home) {
+        (Some(u), Some(h)) => {
+            let kubeconfig = match &s.trainee_kubeconfig {
+                Some(kc) => Some(webterm::give_file(h.path(), "kubeconfig", faultlab::statefile::read(kc)?.as_bytes(), u)?),
+                None => None,
+            };
+            let socket = h.path().join("broker.sock");
+            broker = Some(Broker::bind(&socket, u)?);
+            Some(training::TraineeHome { user: u, dir: h.path(), kubeconfig, broker: socket })
+        }
+        _ => None,
+    };
+    let recording = Recording::open(&training::commands_path(&s), s.started)?;
+    let server = Server::bind(listen, training::terminal_shell(&s, shell, trainee), Some(recording)).await?;
+    out!("terminal: {}", server.url());
+    out!("for session {} ({}); the address is the trainee's credential. Ctrl-C stops it; so does `faultlab reset`.", s.id, s.shown_as());
+    let (done, stopped) = tokio::sync::watch::channel(false);
+    if let Some(broker) = broker {
+        let exe = std::env::current_exe()?;
+        let session = s.clone();
+        let allow = move |args: &[String]| {
+            let argv = training::brokered(&session, args)?;
+            let mut cmd = tokio::process::Command::new(&exe);
+            cmd.args(argv);
+            Ok(cmd)
+        };
+        let mut stopped = stopped.clone();
+        tokio::spawn(broker.serve(allow, async move {
+            let _ = stopped.wait_for(|d| *d).await;
+        }));
+    }
+    let path = s.path();
+    let mut signals = faultlab::signals::Interrupts::listen();
+    let stop = async move {
+        let gone = async {
+            while path.exists() {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        };
+        tokio::select! {
+            () = gone => {}
+            _ = signals.recv() => {}
+        }
+    };
+    server.serve(stop).await;
+    let _ = done.send(true);
+    drop(stopped);
+    drop(home);
+    Ok(())
+}
+
 /// `faultlab sessions`: the open sessions.
 pub fn sessions(output: Output) -> Result<()> {
     let all = training::Session::all();
