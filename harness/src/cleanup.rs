@@ -62,9 +62,10 @@ pub async fn journals(force: bool, keep: &[std::path::PathBuf], out: &mut Cleane
 }
 
 /// Delete faultlab's kind clusters older than `age` whose runs are gone (or all of them, with
-/// `force`): the kind provider's sweep, on this machine.
-pub async fn clusters(age: Duration, force: bool, out: &mut Cleaned) {
-    let swept = crate::provider::kind::sweep(&crate::provider::LocalHost, &crate::record::Recorder::default(), age, force).await;
+/// `force`), except those in `keep` (open training sessions'): the kind provider's sweep, on this
+/// machine.
+pub async fn clusters(age: Duration, force: bool, keep: &[String], out: &mut Cleaned) {
+    let swept = crate::provider::kind::sweep(&crate::provider::LocalHost, &crate::record::Recorder::default(), age, force, keep).await;
     out.clusters_deleted.extend(swept.deleted);
     out.clusters_skipped.extend(swept.skipped);
     out.clusters_unchecked = swept.unchecked;

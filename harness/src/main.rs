@@ -377,8 +377,9 @@ pub enum Command {
         #[arg(long, default_value = "/bin/bash", value_name = "PROGRAM")]
         shell: PathBuf,
         /// Run the shell as this local user (faultlab must run as root), who cannot read the session:
-        /// their `faultlab answer`, `hint`, `check`, `solution`, `list` and `show` go through a broker
-        /// of this terminal's, for this session only.
+        /// their `faultlab answer`, `hint`, `check`, `solution`, `list`, `show` and `node CMD...` (on
+        /// the session's own node; not on the test bed) go through a broker of this terminal's, for
+        /// this session only.
         #[arg(long, value_name = "NAME")]
         user: Option<String>,
     },

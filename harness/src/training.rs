@@ -78,9 +78,7 @@ pub enum TrainingError {
         #[source]
         source: crate::atomic::AtomicError,
     },
-    #[error("training needs the test bed or an existing cluster here (--provider existing): kind clusters for trainees are not supported yet")]
-    KindNotSupported,
-    #[error("training needs the test bed or an existing cluster here (--provider existing): {0}")]
+    #[error("training needs a cluster: the test bed, one already there (--provider existing), or kind: {0}")]
     Provider(#[source] crate::provider::ProviderError),
     #[error(transparent)]
     Safety(#[from] crate::provider::SafetyError),
@@ -389,14 +387,48 @@ pub struct Start {
     pub blind: bool,
 }
 
+/// The provider a session trains on: the test bed or a cluster already there, a kind cluster of the
+/// user's (`--cluster NAME`), or a kind cluster made for this session alone, which `reset` deletes.
+/// A blind challenge's cluster is `faultlab-challenge-<random>`: a name made from the scenario's would
+/// tell it.
+fn training_provider(loaded: &Loaded, choice: &ProviderChoice, blind: bool) -> Box<dyn Provider> {
+    match choice {
+        ProviderChoice::Existing { description, target } => Box::new(Existing { description: description.clone(), target: target.clone() }),
+        ProviderChoice::Kind { arch, node_image, cluster, .. } => {
+            let mut kind = crate::suite::kind_provider(loaded, *arch, false, node_image.clone());
+            if blind {
+                kind.name = crate::provider::kind::Kind::new_name("challenge");
+                kind.workdir = crate::provider::kind::run_dir(&kind.name);
+                kind.logs_dir = journal::state_dir().join("logs").join(&kind.name);
+            }
+            Box::new(crate::suite::on_existing(kind, cluster.as_deref()))
+        }
+    }
+}
+
+/// On a kind cluster made for the session: its deletion (and its directory's), journalled first, so
+/// that `reset` and `faultlab cleanup --sessions` delete it last, after every other undo.
+fn journal_cluster_deletion(journal: &Journal, cluster: &crate::provider::Cluster) -> Result<(), JournalError> {
+    let crate::provider::Ownership::Created { kind_cluster } = &cluster.ownership else { return Ok(()) };
+    let dir = crate::provider::kind::run_dir(kind_cluster);
+    let rm = crate::cmd::Cmd::new(["rm".to_string(), "-rf".into(), "--".into(), dir.display().to_string()]);
+    journal.record(format!("remove kind cluster {kind_cluster}'s directory {}", dir.display()), journal::Undo::Host { cmd: rm })?;
+    let delete = crate::cmd::Cmd::new(crate::provider::kind::delete_argv(kind_cluster, None)).timeout(Duration::from_secs(300));
+    journal.record(format!("delete kind cluster {kind_cluster}, made for this session"), journal::Undo::Host { cmd: delete })
+}
+
 pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, start: Start, rec: Recorder) -> Result<Session, TrainingError> {
-    let ProviderChoice::Existing { description, target } = choice else {
-        return Err(TrainingError::KindNotSupported);
-    };
-    let provider = Existing { description: description.clone(), target: target.clone() };
+    let provider = training_provider(loaded, choice, start.blind);
     let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
-    check_safety(&cluster, allow_existing)?;
-    let node = cluster.nodes.first().cloned().ok_or_else(|| TrainingError::NoNode { context: cluster.context.clone() })?;
+    let release = || async { provider.release(&cluster, &rec).await.err().map(|e| e.to_string()) };
+    if let Err(e) = check_safety(&cluster, allow_existing) {
+        release().await;
+        return Err(e.into());
+    }
+    let Some(node) = cluster.nodes.first().cloned() else {
+        release().await;
+        return Err(TrainingError::NoNode { context: cluster.context.clone() });
+    };
     if loaded.scenario.fault.fault().touches_node() {
         for other in Session::all() {
             let other_touches = scenario::load(&other.scenario_path).map(|s| s.scenario.fault.fault().touches_node()).unwrap_or(true);
@@ -408,7 +440,17 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
     let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await?;
     let journals = journal::journal_dir().map_err(|e| TrainingError::Break { source: Box::new(e.into()), teardown: vec![] })?;
     let label = if start.blind { "challenge" } else { loaded.name() };
-    let mut run = Run::new_in(loaded.clone(), label, &cluster, node.clone(), client.clone(), &journals, rec)?;
+    let mut run = match Run::new_in(loaded.clone(), label, &cluster, node.clone(), client.clone(), &journals, rec.clone()) {
+        Ok(run) => run,
+        Err(e) => {
+            release().await;
+            return Err(e.into());
+        }
+    };
+    if let Err(e) = journal_cluster_deletion(run.journal(), &cluster) {
+        release().await;
+        return Err(TrainingError::Break { source: Box::new(e.into()), teardown: vec![] });
+    }
     let broken = async {
         run.setup().await?;
         run.inject().await?;
@@ -925,21 +967,26 @@ pub fn terminal_shell(session: &Session, program: &Path, home: Option<TraineeHom
     crate::webterm::Shell { program: program.to_owned(), args: vec!["--noprofile".into(), "--norc".into(), "-i".into()], env, dir, user }
 }
 
-/// The commands a trainee may run through the broker: the session's own training commands, and the
-/// catalogue (`list`, `show`: every scenario, not which one this session is). Not `sessions`: a class
-/// shares the instructor's state, and it would list the other trainees'.
-const BROKERED: [&str; 6] = ["answer", "hint", "check", "solution", "list", "show"];
+/// The commands a trainee may run through the broker: the session's own training commands, the
+/// catalogue (`list`, `show`: every scenario, not which one this session is), and `node`, a command on
+/// the session's own node. Not `sessions`: a class shares the instructor's state, and it would list
+/// the other trainees'.
+const BROKERED: [&str; 7] = ["answer", "hint", "check", "solution", "list", "show", "node"];
 
-/// The faultlab arguments the broker runs for a trainee's `args` (as they typed them after
-/// `faultlab`), for `session`; or why not. The session's commands get `--session` of this session:
-/// a trainee cannot name another.
-pub fn brokered(session: &Session, args: &[String]) -> Result<Vec<String>, String> {
+/// What the broker runs for a trainee's `args` (as they typed them after `faultlab`), for `session`,
+/// as an argv; or why not. faultlab's commands run as `exe`, and the session's get `--session` of
+/// this session: a trainee cannot name another. `node CMD ARGS...` runs CMD on the session's node
+/// (`docker exec` into a kind node, ssh to a VM or a node of the user's), and only there: a test bed
+/// node on this machine (a network namespace) would be root on the instructor's machine, and is
+/// refused.
+pub fn brokered(session: &Session, exe: &Path, args: &[String]) -> Result<Vec<String>, String> {
     let refuse = |why: String| Err(format!("{why}; in this terminal faultlab runs {} (for this session)", BROKERED.join(", ")));
     let Some(first) = args.first() else {
         return refuse("no command".into());
     };
+    let faultlab = |rest: &[String]| std::iter::once(exe.display().to_string()).chain(rest.iter().cloned()).collect::<Vec<_>>();
     if matches!(first.as_str(), "-h" | "--help" | "help" | "-V" | "--version") {
-        return Ok(vec![first.clone()]);
+        return Ok(faultlab(&args[..1]));
     }
     if !BROKERED.contains(&first.as_str()) {
         return refuse(format!("`faultlab {first}` is the instructor's"));
@@ -947,10 +994,20 @@ pub fn brokered(session: &Session, args: &[String]) -> Result<Vec<String>, Strin
     if args.len() > 32 || args.iter().any(|a| a.len() > 1024) {
         return refuse("too many or too long arguments".into());
     }
+    if first == "node" {
+        let cmd = &args[1..];
+        if cmd.is_empty() {
+            return refuse("`faultlab node CMD ARGS...` runs CMD on your node: no CMD".into());
+        }
+        return match session.node.access() {
+            Some(access @ (crate::node::NodeAccess::Docker { .. } | crate::node::NodeAccess::Ssh(_))) => Ok(access.wrap(&crate::cmd::Cmd::new(cmd.to_vec()))),
+            _ => refuse(format!("node {} is on the instructor's machine (the test bed): a command there would be root on it, so it is not a trainee's", session.node.name)),
+        };
+    }
     if let Some(a) = args.iter().find(|a| a.starts_with("--session")) {
         return refuse(format!("{a}: the session is this terminal's"));
     }
-    let mut out = args.to_vec();
+    let mut out = faultlab(args);
     if matches!(first.as_str(), "answer" | "hint" | "check" | "solution") {
         out.extend(["--session".to_string(), session.id.clone()]);
     }
@@ -1042,24 +1099,35 @@ mod tests {
 
     #[test]
     fn the_broker_runs_this_session_s_training_commands_only() {
-        let s = session();
+        let mut s = session();
+        let exe = Path::new("/opt/faultlab");
         let args = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let id = s.id.clone();
-        assert_eq!(brokered(&s, &args(&["answer", "detect", "web"])).unwrap(), args(&["answer", "detect", "web", "--session", &id]));
-        assert_eq!(brokered(&s, &args(&["check", "--wait", "2m"])).unwrap(), args(&["check", "--wait", "2m", "--session", &id]));
-        assert_eq!(brokered(&s, &args(&["list"])).unwrap(), args(&["list"]));
-        assert_eq!(brokered(&s, &args(&["--help"])).unwrap(), args(&["--help"]));
+        assert_eq!(brokered(&s, exe, &args(&["answer", "detect", "web"])).unwrap(), args(&["/opt/faultlab", "answer", "detect", "web", "--session", &id]));
+        assert_eq!(brokered(&s, exe, &args(&["check", "--wait", "2m"])).unwrap(), args(&["/opt/faultlab", "check", "--wait", "2m", "--session", &id]));
+        assert_eq!(brokered(&s, exe, &args(&["list"])).unwrap(), args(&["/opt/faultlab", "list"]));
+        assert_eq!(brokered(&s, exe, &args(&["--help"])).unwrap(), args(&["/opt/faultlab", "--help"]));
         for (bad, why) in [
             (&["reset"][..], "`faultlab reset` is the instructor's"),
             (&["sessions"], "`faultlab sessions` is the instructor's"),
             (&["train", "pause-missing"], "`faultlab train` is the instructor's"),
             (&["hint", "--session", "other"], "--session: the session is this terminal's"),
             (&["hint", "--session=other"], "--session=other: the session is this terminal's"),
+            (&["node"], "`faultlab node CMD ARGS...` runs CMD on your node: no CMD"),
             (&[], "no command"),
         ] {
-            let e = brokered(&s, &args(bad)).unwrap_err();
-            assert!(e.starts_with(why) && e.contains("answer, hint, check, solution, list, show"), "{bad:?}: {e}");
+            let e = brokered(&s, exe, &args(bad)).unwrap_err();
+            assert!(e.starts_with(why) && e.contains("answer, hint, check, solution, list, show, node"), "{bad:?}: {e}");
         }
+        // A node command: on the session's own kind node, as argv; never on a test bed node of this machine.
+        s.node.netns = Some("faultlab-node".into());
+        s.node.container = None;
+        let e = brokered(&s, exe, &args(&["node", "crictl", "ps"])).unwrap_err();
+        assert!(e.contains("is on the instructor's machine"), "{e}");
+        s.node.container = Some("class-1-control-plane".into());
+        assert_eq!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"])).unwrap()[..3], args(&["docker", "exec", "class-1-control-plane"])[..]);
+        // (inside the node, with the node commands' time limit)
+        assert!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"])).unwrap().ends_with(&args(&["crictl", "ps", "--name", "a b"])));
     }
 
     fn deployment(replicas: Option<i32>, probes: &[(&str, &str)]) -> Controller {

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         ("reset-after-an-abandoned-session", abandoned),
         ("three-blind-challenges-in-the-web-terminal", web_terminal),
     ];
-    let trials = trials
+    let mut trials: Vec<Trial> = trials
         .into_iter()
         .map(|(name, f)| {
             let bed = bed.clone();
@@ -47,6 +47,17 @@ fn main() -> ExitCode {
             }
         })
         .collect();
+    // A class on kind: the kind environment's Docker and node image (ci/kind-suite sets both).
+    let image = std::env::var("FAULTLAB_KIND_NODE_IMAGE").ok().filter(|i| !i.is_empty());
+    let kind_class = Trial::test("a-class-on-kind-each-trainee-a-cluster", {
+        let image = image.clone();
+        move || kind_class(image.as_deref().unwrap_or_default())
+    });
+    trials.push(match (&image, browser()) {
+        (Some(_), Some(_)) => kind_class,
+        (None, _) => kind_class.with_kind("no kind environment (FAULTLAB_KIND_NODE_IMAGE and DOCKER_HOST: ci/kind-suite sets them)").with_ignored_flag(true),
+        (_, None) => kind_class.with_kind("no Chromium").with_ignored_flag(true),
+    });
     libtest_mimic::run(&args, trials).exit_code()
 }
 
@@ -717,5 +728,100 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
         reset_quietly(&class);
     }
     reset_quietly(&other);
+    result
+}
+
+/// A class on kind: two trainees at once, each on a kind cluster made for their blind challenge
+/// (`faultlab-challenge-<random>`: the name tells nothing), each in a web terminal as `nobody`. Each
+/// finds and fixes their challenge by typing in the page; `faultlab node` reaches their own node and
+/// no other, Docker not at all; reset deletes each cluster.
+fn kind_class(image: &str) -> Result<(), Failed> {
+    use std::time::{Duration, Instant};
+    let class = Trainee::new(Path::new("/nonexistent/testbed.yaml"))?;
+    let mut b = cdp::Browser::launch(browser().ok_or("no Chromium")?)?;
+    let kind_clusters = || -> Result<String, Failed> {
+        let out = Command::new("kind").args(["get", "clusters"]).output().map_err(|e| e.to_string())?;
+        Ok(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let result = (|| -> Result<(), Failed> {
+        let t0 = Instant::now();
+        let train = ["train", "--blind", "--from", "configmap-missing,container-args-wrong", "--provider", "kind", "--node-image", image, "--time-limit", "15m"];
+        let started: Vec<Result<String, Failed>> = std::thread::scope(|s| {
+            let a = s.spawn(|| class.ok(&train));
+            let b = s.spawn(|| class.ok(&train));
+            vec![a.join().unwrap_or_else(|_| Err("train panicked".into())), b.join().unwrap_or_else(|_| Err("train panicked".into()))]
+        });
+        for r in started {
+            r?;
+        }
+        let broke = t0.elapsed();
+        let dir = class.state.path().join("training");
+        let mut sessions: Vec<(String, String)> = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| e.to_string())? {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+                let cluster = v["cluster"]["kindCluster"].as_str().ok_or("a session on kind without its kind cluster")?.to_string();
+                if !cluster.starts_with("faultlab-challenge-") {
+                    return Err(format!("a blind challenge's cluster is named {cluster}").into());
+                }
+                sessions.push((v["id"].as_str().unwrap_or_default().to_string(), cluster));
+            }
+        }
+        if sessions.len() != 2 || sessions[0].1 == sessions[1].1 {
+            return Err(format!("two trainees should have a cluster each: {sessions:?}").into());
+        }
+        let mut figures = vec![format!("two clusters made and broken side by side in {:.1} s", broke.as_secs_f64())];
+        for (i, (id, cluster)) in sessions.iter().enumerate() {
+            let (other_id, other_cluster) = &sessions[1 - i];
+            let mut term = WebTerminal::start(&class, id, &["--user", "nobody"])?;
+            let page = terminal_page(&mut b, &term, &format!("{id}$"))?;
+            let prompt = format!("{id}$");
+            let t1 = Instant::now();
+            run_in(&mut b, &page, "faultlab answer detect web", "right: detect", Duration::from_secs(30))?;
+            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-listed", "events-listed\n", Duration::from_secs(30))?;
+            let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
+            run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
+            // Their own node, through the broker; no other, and no Docker.
+            let node = run_in(&mut b, &page, "faultlab node hostname", &prompt, Duration::from_secs(30))?;
+            if !node.contains(&format!("{cluster}-control-plane")) || node.contains(other_cluster.as_str()) {
+                return Err(format!("`faultlab node hostname` in {id}'s terminal showed:\n{node}").into());
+            }
+            let docker = run_in(&mut b, &page, "docker ps; echo docker-done", "docker-done\n", Duration::from_secs(30))?;
+            if docker.contains(other_cluster.as_str()) || docker.contains("CONTAINER ID") {
+                return Err(format!("the trainee reached Docker:\n{docker}").into());
+            }
+            run_in(&mut b, &page, &format!("kubectl get pods -n {other_id}"), "Forbidden", Duration::from_secs(30))?;
+            let fix = match cause {
+                "configmap-missing" => "kubectl create configmap \"$(kubectl get deployment web -o jsonpath='{.spec.template.spec.volumes[0].configMap.name}')\" --from-literal=app.conf=mode=demo",
+                _ => r#"kubectl patch deployment web --type=json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}]'"#,
+            };
+            run_in(&mut b, &page, fix, &prompt, Duration::from_secs(30))?;
+            let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
+            if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
+                return Err(format!("{cause} on kind: check in the terminal said:\n{verdict}").into());
+            }
+            let fixed = t1.elapsed();
+            b.close(page)?;
+            let t2 = Instant::now();
+            class.ok(&["reset", "--session", id])?;
+            let reset = t2.elapsed();
+            term.ends_within(Duration::from_secs(15))?;
+            let left = kind_clusters()?;
+            if left.contains(cluster.as_str()) || !left.contains(other_cluster.as_str()) && i == 0 {
+                return Err(format!("after {id}'s reset, kind lists: {left}").into());
+            }
+            figures.push(format!("{cause} on {cluster}: detect to fixed {:.1} s, reset (the cluster deleted) {:.1} s", fixed.as_secs_f64(), reset.as_secs_f64()));
+        }
+        eprintln!("a class on kind:\n  {}", figures.join("\n  "));
+        Ok(())
+    })();
+    if result.is_err() {
+        for entry in std::fs::read_dir(class.state.path().join("training")).into_iter().flatten().flatten() {
+            if let Some(id) = entry.path().file_stem().and_then(|s| s.to_str()).filter(|_| entry.path().extension().is_some_and(|e| e == "json")) {
+                let _ = class.faultlab(&["reset", "--session", id]);
+            }
+        }
+    }
     result
 }

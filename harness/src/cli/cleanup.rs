@@ -25,7 +25,9 @@ pub async fn cleanup(force: bool, older_than: Duration, sessions: bool) -> Resul
     for problem in faultlab::training::Session::problems() {
         eprintln!("warning: {problem}");
     }
-    faultlab::cleanup::clusters(older_than, force, &mut out).await;
+    // The kind clusters of sessions still open (after --sessions closed what it could).
+    let training: Vec<String> = faultlab::training::Session::all().into_iter().filter_map(|s| s.cluster.kind_cluster).collect();
+    faultlab::cleanup::clusters(older_than, force, &training, &mut out).await;
     for j in &out.journals_replayed {
         out!("undone: {j}");
     }

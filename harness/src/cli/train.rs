@@ -200,9 +200,9 @@ pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell
         let exe = std::env::current_exe()?;
         let session = s.clone();
         let allow = move |args: &[String]| {
-            let argv = training::brokered(&session, args)?;
-            let mut cmd = tokio::process::Command::new(&exe);
-            cmd.args(argv);
+            let argv = training::brokered(&session, &exe, args)?;
+            let mut cmd = tokio::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
             Ok(cmd)
         };
         let mut stopped = stopped.clone();

@@ -1173,9 +1173,9 @@ pub fn live_owner(cluster: &str) -> Option<u32> {
 
 /// kind's sweep: delete faultlab's clusters (found by kind's label on node containers) whose newest
 /// node is older than `age`, through `host`. A cluster whose run is still alive is left unless
-/// `force`. Without docker and kind, or without a Docker daemon, there is nothing to sweep (that is
-/// said, not an error).
-pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) -> Swept {
+/// `force`; one named in `keep` (an open training session's) is always left. Without docker and kind,
+/// or without a Docker daemon, there is nothing to sweep (that is said, not an error).
+pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool, keep: &[String]) -> Swept {
     let mut out = Swept::default();
     if !host.has("docker") || !host.has("kind") {
         return out;
@@ -1206,6 +1206,10 @@ pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool) 
     };
     let now = jiff::Timestamp::now().as_second();
     for name in stale_clusters(&listing, now, age) {
+        if keep.contains(&name) {
+            out.skipped.push(format!("{name} (an open training session's: `faultlab reset` or `faultlab cleanup --sessions` deletes it)"));
+            continue;
+        }
         if !force {
             if let Some(pid) = live_owner(&name) {
                 out.skipped.push(format!("{name} (its run is still running as pid {pid}; --force deletes it anyway)"));
@@ -1668,16 +1672,21 @@ mod tests {
         let listing = "faultlab-old-x7k2p\t2001-01-01T00:00:00Z\nfaultlab-old-x7k2p\t2001-01-01T00:00:09Z\nmine\t2001-01-01T00:00:00Z\nfaultlab-new-b4c5d\t2999-01-01T00:00:00Z\n";
         let host = crate::provider::PlannedHost::new(vec![(ASK_NODE_CONTAINERS, cmd::Output::ok("c1\nc2\nc3\nc4\n")), (ASK_NODE_LABELS, cmd::Output::ok(listing))]);
         let rec = Recorder::default();
-        let swept = sweep(&host, &rec, Duration::from_secs(3600), false).await;
+        let swept = sweep(&host, &rec, Duration::from_secs(3600), false, &[]).await;
         assert_eq!(swept.deleted, vec!["faultlab-old-x7k2p".to_string()]);
         assert!(swept.skipped.is_empty() && swept.unchecked.is_none() && swept.errors.is_empty(), "{swept:?}");
         let lines: Vec<String> = rec.entries().into_iter().map(|e| e.line).collect();
         assert_eq!(lines.last().unwrap(), "kind delete cluster --name faultlab-old-x7k2p", "{lines:?}");
         assert!(lines[2].starts_with("docker inspect --format") && lines[2].ends_with(" c1 c2 c3 c4"), "{lines:?}");
+        // An open training session's cluster stays, even with --force.
+        let rec = Recorder::default();
+        let swept = sweep(&host, &rec, Duration::from_secs(3600), true, &["faultlab-old-x7k2p".to_string()]).await;
+        assert!(swept.deleted.is_empty() && swept.skipped[0].starts_with("faultlab-old-x7k2p (an open training session's"), "{swept:?}");
+        assert!(!rec.entries().iter().any(|e| e.line.starts_with("kind delete")));
         // Docker not answering is said, and nothing more is asked.
         let down = crate::provider::PlannedHost::new(vec![(ASK_DOCKER_PING, cmd::Output::failed(1))]);
         let rec = Recorder::default();
-        let swept = sweep(&down, &rec, Duration::ZERO, true).await;
+        let swept = sweep(&down, &rec, Duration::ZERO, true, &[]).await;
         assert!(swept.unchecked.unwrap().starts_with("Docker does not answer"));
         assert_eq!(rec.entries().len(), 1);
     }
