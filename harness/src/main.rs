@@ -382,6 +382,11 @@ pub enum Command {
         /// this session only.
         #[arg(long, value_name = "NAME")]
         user: Option<String>,
+        /// Let the trainee run commands as root on the session's own node (`faultlab node CMD`;
+        /// never on a test bed node of this machine). A kind node is a privileged container, whose
+        /// root can reach this machine: for trainees trusted with that.
+        #[arg(long, requires = "user")]
+        node_commands: bool,
     },
     /// Write a scenario of your own, NAME.yaml, made from faultlab's scenario for FAULT.
     New {
@@ -586,7 +591,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Reset { session } => cli::train::reset(session.session.as_deref()).await,
         Command::Sessions { output } => cli::train::sessions(output.output),
         Command::Scoreboard { out, watch } => cli::train::scoreboard(&out, watch).await,
-        Command::Terminal { session, listen, shell, user } => cli::train::terminal(session.session.as_deref(), listen, &shell, user.as_deref()).await,
+        Command::Terminal { session, listen, shell, user, node_commands } => cli::train::terminal(session.session.as_deref(), listen, &shell, user.as_deref(), node_commands).await,
         Command::Snapshots { command } => cli::snapshots::snapshots(&dir, expectations, command),
         Command::Cleanup { force, older_than, sessions } => cli::cleanup::cleanup(force, older_than, sessions).await,
     }

@@ -323,6 +323,12 @@ pub fn load(path: &Path) -> Result<Loaded, ScenarioError> {
     load_text(path, &text)
 }
 
+/// [`load`] of `text` in place of the file's (a variant of it: a blind challenge's); manifest paths
+/// resolve beside `path`.
+pub fn load_str(path: &Path, text: &str) -> Result<Loaded, ScenarioError> {
+    load_text(path, text)
+}
+
 /// Decode and check scenario text (fixtures, tests); manifest paths resolve beside `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     load_text(path, text).map(|l| l.scenario)

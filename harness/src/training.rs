@@ -235,6 +235,10 @@ pub struct Session {
     /// nothing else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainee_kubeconfig: Option<PathBuf>,
+    /// A blind challenge's variant ([`variant_of`]): each name of the scenario's file and the name it
+    /// has in this session (`web` -> `billing`); the scenario is read through it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variant: BTreeMap<String, String>,
 }
 
 impl Session {
@@ -361,7 +365,10 @@ impl Session {
     }
 
     fn loaded(&self) -> Result<Loaded, TrainingError> {
-        Ok(scenario::load(&self.scenario_path)?)
+        match self.variant.is_empty() {
+            true => Ok(scenario::load(&self.scenario_path)?),
+            false => load_variant(&self.scenario_path, &self.variant),
+        }
     }
 
     async fn client(&self) -> Result<kube::Client, TrainingError> {
@@ -385,6 +392,43 @@ impl Session {
 pub struct Start {
     pub time_limit: Duration,
     pub blind: bool,
+}
+
+/// A blind challenge's renaming: each name of the scenario's file, and the name it has in the session.
+pub type Variant = BTreeMap<String, String>;
+
+/// The names a blind challenge's workload may take in place of the scenario's `web`.
+const WORKLOAD_NAMES: [&str; 12] = ["api", "shop", "cart", "billing", "search", "orders", "catalog", "payments", "accounts", "inventory", "checkout", "reviews"];
+
+/// `text` with each whole word of `variant`'s keys replaced by its value.
+pub fn apply_variant(text: &str, variant: &BTreeMap<String, String>) -> String {
+    let mut out = text.to_string();
+    for (from, to) in variant {
+        let word = regex::Regex::new(&format!(r"\b{}\b", regex::escape(from))).expect("an escaped word is a pattern");
+        out = word.replace_all(&out, regex::NoExpand(to)).into_owned();
+    }
+    out
+}
+
+/// The scenario at `path`, read through `variant` ([`apply_variant`]).
+fn load_variant(path: &Path, variant: &BTreeMap<String, String>) -> Result<Loaded, TrainingError> {
+    let text = crate::datafile::read_text(path).map_err(scenario::ScenarioError::from)?;
+    Ok(scenario::load_str(path, &apply_variant(&text, variant))?)
+}
+
+/// A blind challenge's variant of `loaded`: its workload's name, `web` in its names, labels,
+/// selectors, gates, fault and hints alike, replaced by one of [`WORKLOAD_NAMES`] at random, and its
+/// ConfigMap's, `app-config`, by one made from it, so that the second time is diagnosis again, not
+/// memory. `None` where the variant would still name `web`
+/// (a fault whose default names the workload, which the file does not spell out): that scenario keeps
+/// its names.
+pub fn variant_of(loaded: &Loaded) -> Result<Option<(Loaded, Variant)>, TrainingError> {
+    let name = WORKLOAD_NAMES[fastrand::usize(..WORKLOAD_NAMES.len())];
+    let settings = ["settings", "conf", "options", "env"][fastrand::usize(..4)];
+    let variant = BTreeMap::from([("web".to_string(), name.to_string()), ("app-config".to_string(), format!("{name}-{settings}"))]);
+    let changed = load_variant(&loaded.path, &variant)?;
+    let old = regex::Regex::new(r"\b(web|app-config)\b").expect("a pattern");
+    Ok((!old.is_match(&format!("{changed:?}"))).then_some((changed, variant)))
 }
 
 /// The provider a session trains on: the test bed or a cluster already there, a kind cluster of the
@@ -417,40 +461,45 @@ fn journal_cluster_deletion(journal: &Journal, cluster: &crate::provider::Cluste
     journal.record(format!("delete kind cluster {kind_cluster}, made for this session"), journal::Undo::Host { cmd: delete })
 }
 
-pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, start: Start, rec: Recorder) -> Result<Session, TrainingError> {
-    let provider = training_provider(loaded, choice, start.blind);
-    let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
-    let release = || async { provider.release(&cluster, &rec).await.err().map(|e| e.to_string()) };
-    if let Err(e) = check_safety(&cluster, allow_existing) {
-        release().await;
-        return Err(e.into());
-    }
-    let Some(node) = cluster.nodes.first().cloned() else {
-        release().await;
-        return Err(TrainingError::NoNode { context: cluster.context.clone() });
-    };
+/// On the cluster `provision` gave: the session's node and a run on it, whose journal holds the
+/// cluster's deletion if it was made for the session.
+async fn start_run(loaded: &Loaded, cluster: &crate::provider::Cluster, allow_existing: Option<&str>, blind: bool, rec: &Recorder) -> Result<(Run, NodeProfile, kube::Client), TrainingError> {
+    check_safety(cluster, allow_existing)?;
+    // A blind challenge's node is any of the cluster's, at random; a named one's the first.
+    let pick = if blind { fastrand::usize(..cluster.nodes.len().max(1)) } else { 0 };
+    let node = cluster.nodes.get(pick).cloned().ok_or_else(|| TrainingError::NoNode { context: cluster.context.clone() })?;
     if loaded.scenario.fault.fault().touches_node() {
         for other in Session::all() {
             let other_touches = scenario::load(&other.scenario_path).map(|s| s.scenario.fault.fault().touches_node()).unwrap_or(true);
             if other.cluster.context == cluster.context && other.node.name == node.name && other_touches {
-                return Err(TrainingError::NodeBusy { other: other.id, node: node.name, context: cluster.context });
+                return Err(TrainingError::NodeBusy { other: other.id, node: node.name, context: cluster.context.clone() });
             }
         }
     }
     let client = crate::kube_ops::connect(&cluster.kubeconfig, &cluster.context).await?;
     let journals = journal::journal_dir().map_err(|e| TrainingError::Break { source: Box::new(e.into()), teardown: vec![] })?;
-    let label = if start.blind { "challenge" } else { loaded.name() };
-    let mut run = match Run::new_in(loaded.clone(), label, &cluster, node.clone(), client.clone(), &journals, rec.clone()) {
-        Ok(run) => run,
+    let label = if blind { "challenge" } else { loaded.name() };
+    let run = Run::new_in(loaded.clone(), label, cluster, node.clone(), client.clone(), &journals, rec.clone())?;
+    journal_cluster_deletion(run.journal(), cluster).map_err(|e| TrainingError::Break { source: Box::new(e.into()), teardown: vec![] })?;
+    Ok((run, node, client))
+}
+
+pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Option<&str>, start: Start, rec: Recorder) -> Result<Session, TrainingError> {
+    let (loaded, variant) = match start.blind {
+        true => variant_of(loaded)?.unwrap_or_else(|| (loaded.clone(), BTreeMap::new())),
+        false => (loaded.clone(), BTreeMap::new()),
+    };
+    let loaded = &loaded;
+    let provider = training_provider(loaded, choice, start.blind);
+    let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
+    let (mut run, node, client) = match start_run(loaded, &cluster, allow_existing, start.blind, &rec).await {
+        Ok(started) => started,
         Err(e) => {
-            release().await;
-            return Err(e.into());
+            // A kind cluster made for the session goes with it.
+            let _ = provider.release(&cluster, &rec).await;
+            return Err(e);
         }
     };
-    if let Err(e) = journal_cluster_deletion(run.journal(), &cluster) {
-        release().await;
-        return Err(TrainingError::Break { source: Box::new(e.into()), teardown: vec![] });
-    }
     let broken = async {
         run.setup().await?;
         run.inject().await?;
@@ -488,6 +537,7 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         answers: Vec::new(),
         blind: start.blind,
         trainee_kubeconfig: None,
+        variant,
     };
     session.save()?;
     let valid = start.time_limit + Duration::from_secs(3600);
@@ -975,11 +1025,12 @@ const BROKERED: [&str; 7] = ["answer", "hint", "check", "solution", "list", "sho
 
 /// What the broker runs for a trainee's `args` (as they typed them after `faultlab`), for `session`,
 /// as an argv; or why not. faultlab's commands run as `exe`, and the session's get `--session` of
-/// this session: a trainee cannot name another. `node CMD ARGS...` runs CMD on the session's node
-/// (`docker exec` into a kind node, ssh to a VM or a node of the user's), and only there: a test bed
-/// node on this machine (a network namespace) would be root on the instructor's machine, and is
-/// refused.
-pub fn brokered(session: &Session, exe: &Path, args: &[String]) -> Result<Vec<String>, String> {
+/// this session: a trainee cannot name another. `node CMD ARGS...` runs CMD, as root, on the
+/// session's node (`docker exec` into a kind node, ssh to a VM or a node of the user's) when
+/// `node_commands` allows it, and only there: a test bed node on this machine (a network namespace)
+/// would be root on the instructor's machine, and is refused. A kind node is a privileged container,
+/// whose root can reach the machine it runs on: `node_commands` is for trainees trusted with that.
+pub fn brokered(session: &Session, exe: &Path, args: &[String], node_commands: bool) -> Result<Vec<String>, String> {
     let refuse = |why: String| Err(format!("{why}; in this terminal faultlab runs {} (for this session)", BROKERED.join(", ")));
     let Some(first) = args.first() else {
         return refuse("no command".into());
@@ -998,6 +1049,9 @@ pub fn brokered(session: &Session, exe: &Path, args: &[String]) -> Result<Vec<St
         let cmd = &args[1..];
         if cmd.is_empty() {
             return refuse("`faultlab node CMD ARGS...` runs CMD on your node: no CMD".into());
+        }
+        if !node_commands {
+            return refuse("commands on the node are not allowed in this terminal (the instructor's `faultlab terminal --node-commands`)".into());
         }
         return match session.node.access() {
             Some(access @ (crate::node::NodeAccess::Docker { .. } | crate::node::NodeAccess::Ssh(_))) => Ok(access.wrap(&crate::cmd::Cmd::new(cmd.to_vec()))),
@@ -1098,15 +1152,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_blind_variant_renames_the_workload_everywhere_or_not_at_all() {
+        let dir = crate::scenario::default_dir();
+        let set = crate::scenario::load_set(&dir).unwrap();
+        let web = regex::Regex::new(r"\b(web|app-config)\b").unwrap();
+        let only_web = regex::Regex::new(r"\bweb\b").unwrap();
+        let mut kept = Vec::new();
+        for (name, loaded) in &set.good {
+            match variant_of(loaded).unwrap() {
+                Some((v, map)) => {
+                    let shown = format!("{v:?}");
+                    // (A scenario whose workload is not `web` has nothing to rename.)
+                    let had_web = only_web.is_match(&format!("{loaded:?}"));
+                    assert!(!web.is_match(&shown) && (!had_web || shown.contains(map["web"].as_str())), "{name}: {map:?}");
+                    assert_eq!(v.scenario.fault.name(), loaded.scenario.fault.name());
+                }
+                None => kept.push(name.clone()),
+            }
+        }
+        // The class trials' challenges vary; a scenario whose fault names `web` by default keeps it.
+        for name in ["configmap-missing", "container-args-wrong", "memory-limit-unit"] {
+            assert!(!kept.contains(&name.to_string()), "{name} keeps its names: {kept:?}");
+        }
+        let text = "name: web\nselector: app=web\npod: web-0\nclaim: data-web-0\nwebhook: webserver\n";
+        let map = BTreeMap::from([("web".to_string(), "shop".to_string())]);
+        assert_eq!(apply_variant(text, &map), "name: shop\nselector: app=shop\npod: shop-0\nclaim: data-shop-0\nwebhook: webserver\n");
+        // `$` in a replacement is text, not a group.
+        assert_eq!(apply_variant("web", &BTreeMap::from([("web".to_string(), "a$1".to_string())])), "a$1");
+    }
+
+    #[test]
     fn the_broker_runs_this_session_s_training_commands_only() {
         let mut s = session();
         let exe = Path::new("/opt/faultlab");
         let args = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let id = s.id.clone();
-        assert_eq!(brokered(&s, exe, &args(&["answer", "detect", "web"])).unwrap(), args(&["/opt/faultlab", "answer", "detect", "web", "--session", &id]));
-        assert_eq!(brokered(&s, exe, &args(&["check", "--wait", "2m"])).unwrap(), args(&["/opt/faultlab", "check", "--wait", "2m", "--session", &id]));
-        assert_eq!(brokered(&s, exe, &args(&["list"])).unwrap(), args(&["/opt/faultlab", "list"]));
-        assert_eq!(brokered(&s, exe, &args(&["--help"])).unwrap(), args(&["/opt/faultlab", "--help"]));
+        assert_eq!(brokered(&s, exe, &args(&["answer", "detect", "web"]), true).unwrap(), args(&["/opt/faultlab", "answer", "detect", "web", "--session", &id]));
+        assert_eq!(brokered(&s, exe, &args(&["check", "--wait", "2m"]), true).unwrap(), args(&["/opt/faultlab", "check", "--wait", "2m", "--session", &id]));
+        assert_eq!(brokered(&s, exe, &args(&["list"]), true).unwrap(), args(&["/opt/faultlab", "list"]));
+        assert_eq!(brokered(&s, exe, &args(&["--help"]), true).unwrap(), args(&["/opt/faultlab", "--help"]));
         for (bad, why) in [
             (&["reset"][..], "`faultlab reset` is the instructor's"),
             (&["sessions"], "`faultlab sessions` is the instructor's"),
@@ -1116,18 +1200,20 @@ mod tests {
             (&["node"], "`faultlab node CMD ARGS...` runs CMD on your node: no CMD"),
             (&[], "no command"),
         ] {
-            let e = brokered(&s, exe, &args(bad)).unwrap_err();
+            let e = brokered(&s, exe, &args(bad), true).unwrap_err();
             assert!(e.starts_with(why) && e.contains("answer, hint, check, solution, list, show, node"), "{bad:?}: {e}");
         }
         // A node command: on the session's own kind node, as argv; never on a test bed node of this machine.
         s.node.netns = Some("faultlab-node".into());
         s.node.container = None;
-        let e = brokered(&s, exe, &args(&["node", "crictl", "ps"])).unwrap_err();
+        let e = brokered(&s, exe, &args(&["node", "crictl", "ps"]), true).unwrap_err();
         assert!(e.contains("is on the instructor's machine"), "{e}");
         s.node.container = Some("class-1-control-plane".into());
-        assert_eq!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"])).unwrap()[..3], args(&["docker", "exec", "class-1-control-plane"])[..]);
+        let e = brokered(&s, exe, &args(&["node", "crictl", "ps"]), false).unwrap_err();
+        assert!(e.starts_with("commands on the node are not allowed in this terminal"), "{e}");
+        assert_eq!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"]), true).unwrap()[..3], args(&["docker", "exec", "class-1-control-plane"])[..]);
         // (inside the node, with the node commands' time limit)
-        assert!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"])).unwrap().ends_with(&args(&["crictl", "ps", "--name", "a b"])));
+        assert!(brokered(&s, exe, &args(&["node", "crictl", "ps", "--name", "a b"]), true).unwrap().ends_with(&args(&["crictl", "ps", "--name", "a b"])));
     }
 
     fn deployment(replicas: Option<i32>, probes: &[(&str, &str)]) -> Controller {

@@ -443,6 +443,18 @@ async fn connection(state: Arc<State>, mut ws: Ws) {
     state.busy.store(false, Ordering::SeqCst);
 }
 
+/// Whether what is typed now is hidden, as at a password prompt: the terminal does not echo, yet reads
+/// whole lines (a line editor such as bash's turns echo off too, but reads key by key, and echoes
+/// itself). Such lines are not recorded.
+fn hidden_input(terminal: std::os::fd::RawFd) -> bool {
+    // SAFETY: tcgetattr fills the termios it is given, of an fd that stays open while the shell runs.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    if unsafe { libc::tcgetattr(terminal, &mut t) } != 0 {
+        return false;
+    }
+    t.c_lflag & libc::ECHO == 0 && t.c_lflag & libc::ICANON != 0
+}
+
 /// Kills the shell's process group when dropped.
 struct Reaper(Option<u32>);
 
@@ -482,6 +494,8 @@ async fn shell(state: &State, ws: &mut Ws, hello: &Hello) -> Result<(), String> 
     // However this ends (the connection's task aborted when the server stops included), nothing the
     // shell started outlives it.
     let _reaper = Reaper(group);
+    // Valid while either half lives (they share the pseudo-terminal).
+    let terminal = std::os::fd::AsRawFd::as_raw_fd(&pty);
     let (mut from_shell, mut to_shell) = pty.into_split();
     let mut editor = LineEditor::default();
     let mut buf = vec![0u8; 16 * 1024];
@@ -496,8 +510,10 @@ async fn shell(state: &State, ws: &mut Ws, hello: &Hello) -> Result<(), String> 
                 Some(Ok(Message::Binary(keys))) => {
                     if let Some(rec) = &state.recording {
                         let lines = editor.feed(&keys);
-                        let mut rec = rec.lock().unwrap_or_else(|p| p.into_inner());
-                        lines.into_iter().for_each(|l| rec.write(l));
+                        if !hidden_input(terminal) {
+                            let mut rec = rec.lock().unwrap_or_else(|p| p.into_inner());
+                            lines.into_iter().for_each(|l| rec.write(l));
+                        }
                     }
                     if to_shell.write_all(&keys).await.is_err() { break "the shell ended" }
                 }
@@ -526,8 +542,12 @@ async fn shell(state: &State, ws: &mut Ws, hello: &Hello) -> Result<(), String> 
 /// system's temporary directory, made 0700 and given to `user`. It holds the trainee's kubeconfig and
 /// the broker's socket; only the trainee (and root) can enter it. Removed when dropped.
 pub fn private_home(user: &User) -> Result<tempfile::TempDir, WebTermError> {
-    let dir = tempfile::Builder::new().prefix("faultlab-trainee-").tempdir().map_err(|source| WebTermError::Home { path: std::env::temp_dir(), source })?;
-    std::os::unix::fs::chown(dir.path(), Some(user.uid), Some(user.gid)).map_err(|source| WebTermError::Home { path: dir.path().to_owned(), source })?;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("faultlab-trainee-").permissions(std::fs::Permissions::from_mode(0o700)).tempdir().map_err(|source| WebTermError::Home { path: std::env::temp_dir(), source })?;
+    let err = |source| WebTermError::Home { path: dir.path().to_owned(), source };
+    // Whatever the umask made of it: the trainee's alone.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    std::os::unix::fs::chown(dir.path(), Some(user.uid), Some(user.gid)).map_err(err)?;
     Ok(dir)
 }
 
@@ -752,9 +772,29 @@ mod tests {
         let broker = Broker::bind(&socket, &other).unwrap();
         let served = tokio::spawn(broker.serve(|_: &[String]| Err(String::new()), std::future::pending()));
         let (code, _) = call(vec!["say", "x"], socket).await.unwrap();
-        // Closed without an answer (as the close lands: reset, or an end without an exit status).
-        assert!(code.as_ref().is_err_and(|e| e.contains("without an exit status") || e.contains("reset by peer")), "{code:?}");
+        // Closed without an answer (as the close lands: a reset or broken pipe, or an end without an
+        // exit status).
+        assert!(code.as_ref().is_err_and(|e| e.starts_with("the broker's socket")), "{code:?}");
         served.abort();
+    }
+
+    #[test]
+    fn the_trainee_s_directory_is_theirs_alone() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // SAFETY: no preconditions.
+        let me = User { name: "me".into(), uid: unsafe { libc::geteuid() }, gid: unsafe { libc::getegid() } };
+        let home = private_home(&me).unwrap();
+        let meta = std::fs::symlink_metadata(home.path()).unwrap();
+        assert_eq!((meta.permissions().mode() & 0o777, meta.uid()), (0o700, me.uid));
+        assert!(home.path().file_name().unwrap().to_str().unwrap().starts_with("faultlab-trainee-"));
+        let kc = give_file(home.path(), "kubeconfig", b"k", &me).unwrap();
+        assert_eq!(std::fs::metadata(&kc).unwrap().permissions().mode() & 0o777, 0o600);
+        // A file already there (planted) is never written through.
+        assert!(give_file(home.path(), "kubeconfig", b"other", &me).is_err());
+        assert_eq!(std::fs::read(&kc).unwrap(), b"k");
+        let path = home.path().to_owned();
+        drop(home);
+        assert!(!path.exists());
     }
 
     #[test]
@@ -832,6 +872,13 @@ mod tests {
         ws.send(Message::binary(b"echo fault$((20+22))lab\r".to_vec())).await.unwrap();
         let out = until(&mut ws, "fault42lab").await;
         assert!(out.contains("fault42lab"), "the shell printed: {out:?}");
+        // What is typed at a prompt that does not echo (a password's) is not recorded.
+        ws.send(Message::binary(b"stty -echo\r".to_vec())).await.unwrap();
+        until(&mut ws, "$ ").await;
+        ws.send(Message::binary(b"hunter2\r".to_vec())).await.unwrap();
+        until(&mut ws, "not found").await;
+        ws.send(Message::binary(b"stty echo\r".to_vec())).await.unwrap();
+        until(&mut ws, "$ ").await;
         // One shell at a time: a second connection is refused while it runs.
         let busy = socket(addr, &origin).await.unwrap_err().to_string();
         assert!(busy.contains("409"), "{busy}");
@@ -850,7 +897,7 @@ mod tests {
         .unwrap();
         assert_eq!(closed.as_deref(), Some("the shell ended"));
         let typed: Vec<String> = Recording::read(&dir.path().join("t.commands")).unwrap().into_iter().map(|t| t.line).collect();
-        assert_eq!(typed, ["echo fault$((20+22))lab", "exit"]);
+        assert_eq!(typed, ["echo fault$((20+22))lab", "stty -echo", "exit"]);
         server.abort();
     }
 

@@ -113,6 +113,14 @@ impl Trainee {
     }
 }
 
+/// The workload a session broke, as the instructor's session file names it (a blind challenge's is
+/// renamed at random).
+fn workload(t: &Trainee, id: &str) -> Result<String, Failed> {
+    let text = std::fs::read_to_string(t.state.path().join("training").join(format!("{id}.json"))).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    Ok(v["controllers"][0]["name"].as_str().ok_or("a session without its controllers")?.to_string())
+}
+
 /// Reset whatever a trial left, so one failure does not spoil the next trial.
 fn reset_quietly(t: &Trainee) {
     let _ = t.faultlab(&["reset"]);
@@ -305,12 +313,21 @@ fn blind_challenge(description: &Path) -> Result<(), Failed> {
                 return Err(format!("faultlab {} names the blind challenge:\n{text}", args.join(" ")).into());
             }
         }
-        t.ok(&["answer", "detect", "web"])?;
+        // A blind challenge's workload has a name of its own, not the scenario's `web`.
+        let name = workload(&t, &ns)?;
+        if name == "web" {
+            return Err("the blind challenge's workload kept the scenario's name `web`".into());
+        }
+        let wrong = t.faultlab(&["answer", "detect", "web"])?;
+        if wrong.status.success() {
+            return Err("`answer detect web` was right for a workload renamed".into());
+        }
+        t.ok(&["answer", "detect", &name])?;
         t.ok(&["answer", "localise", "configmap-missing"])?;
         t.ok(&["solution", "--apply"])?;
         let verdict = t.ok(&["check", "--wait", "2m"])?;
-        // 20 + 30, and no mitigation with the documented fix shown.
-        if !(verdict.contains("FIXED: the blind challenge, configmap-missing recovered") && verdict.contains("score: 50 of 100")) {
+        // 20 - 5 (a wrong answer) + 30, and no mitigation with the documented fix shown.
+        if !(verdict.contains("FIXED: the blind challenge, configmap-missing recovered") && verdict.contains("score: 45 of 100")) {
             return Err(format!("check should name the challenge once fixed, with its score:\n{verdict}").into());
         }
         t.ok(&["reset"])?;
@@ -457,7 +474,7 @@ fn scoreboard(description: &Path) -> Result<(), Failed> {
         if ids != want || before.iter().any(|r| r.1 != "working" || r.2 != "0") {
             return Err(format!("the first scoreboard's rows: {before:?} (sessions {named}, {blind}: both working, 0 points)").into());
         }
-        class.ok(&["answer", "detect", "web", "--session", &blind])?;
+        class.ok(&["answer", "detect", &workload(&class, &blind)?, "--session", &blind])?;
         class.ok(&["scoreboard", "--out", page.to_str().unwrap_or_default()])?;
         let after = board_rows(&page)?;
         if after.first() != Some(&(blind.clone(), "working".to_string(), "20".to_string())) {
@@ -557,8 +574,14 @@ impl WebTerminal {
 }
 
 impl Drop for WebTerminal {
+    /// SIGTERM first, as a person's Ctrl-C would: the terminal removes the trainee's directory as it
+    /// stops; SIGKILL only if it has not stopped within 10 s.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        if self.ends_within(std::time::Duration::from_secs(10)).is_err() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
@@ -568,7 +591,8 @@ impl Drop for WebTerminal {
 const SCREEN: &str = "(() => { const b = faultlabTerminal.buffer.active; const out = []; for (let i = 0; i < b.length; i++) out.push(b.getLine(i).translateToString(true)); return out.join('\\n'); })()";
 
 /// Type `line` in the page's terminal and wait until the screen, after what it held, shows `want`;
-/// the screen's new text.
+/// the screen's new text. `want` must be what only the command's output can show, not the command
+/// line's own echo (a marker such as `echo done-$((1+1))`, which shows `done-2`).
 fn run_in(b: &mut cdp::Browser, page: &cdp::Page, line: &str, want: &str, within: std::time::Duration) -> Result<String, Failed> {
     let before = b.eval(page, SCREEN)?.as_str().unwrap_or_default().trim_end().len();
     b.type_line(page, line)?;
@@ -617,6 +641,7 @@ fn locked_out(b: &mut cdp::Browser, page: &cdp::Page, t: &Trainee, id: &str, oth
         ("faultlab sessions".to_string(), "`faultlab sessions` is the instructor's"),
         ("faultlab reset".to_string(), "`faultlab reset` is the instructor's"),
         (format!("faultlab hint --session {other}"), "the session is this terminal's"),
+        ("faultlab node hostname".to_string(), "commands on the node are not allowed in this terminal"),
         ("faultlab list | grep -c configmap-missing".to_string(), "\n1"),
     ] {
         let out = run_in(b, page, &line, &prompt, within)?;
@@ -628,6 +653,24 @@ fn locked_out(b: &mut cdp::Browser, page: &cdp::Page, t: &Trainee, id: &str, oth
         return Err("the trainee's shell changed the session file".into());
     }
     Ok(())
+}
+
+/// The broken workload, as a trainee finds it: the namespace's one Deployment (a blind challenge's
+/// has a name of its own); `faultlab answer detect` with it, right.
+fn detect(b: &mut cdp::Browser, page: &cdp::Page) -> Result<String, Failed> {
+    let listed = run_in(b, page, "kubectl get deployments -o name; echo deployments-$((1+1))-listed", "deployments-2-listed", std::time::Duration::from_secs(30))?;
+    let name = listed.lines().find_map(|l| l.trim().strip_prefix("deployment.apps/")).ok_or_else(|| format!("no Deployment listed:\n{listed}"))?.to_string();
+    run_in(b, page, &format!("faultlab answer detect {name}"), "right: detect", std::time::Duration::from_secs(30))?;
+    Ok(name)
+}
+
+/// The fix a trainee types for `cause`, on the workload `name`.
+fn fix(cause: &str, name: &str) -> String {
+    match cause {
+        "configmap-missing" => format!("kubectl create configmap \"$(kubectl get deployment {name} -o jsonpath='{{.spec.template.spec.volumes[0].configMap.name}}')\" --from-literal=app.conf=mode=demo"),
+        "container-args-wrong" => format!(r#"kubectl patch deployment {name} --type=json -p '[{{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}}]'"#),
+        _ => format!("kubectl set resources deployment {name} -c app --limits=memory=1024Mi"),
+    }
 }
 
 /// What a trainee concludes from the namespace's events: the fault's name.
@@ -673,18 +716,12 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
                 locked_out(&mut b, &page, &class, &id, &other_ns)?;
             }
             let t1 = Instant::now();
-            run_in(&mut b, &page, "kubectl get deployments", "web", Duration::from_secs(30))?;
-            run_in(&mut b, &page, "faultlab answer detect web", "right: detect", Duration::from_secs(30))?;
+            let name = detect(&mut b, &page)?;
             let detected = t1.elapsed();
-            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-listed", "events-listed\n", Duration::from_secs(30))?;
+            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-$((1+1))-listed", "events-2-listed", Duration::from_secs(30))?;
             let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
             run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
-            let fix = match cause {
-                "configmap-missing" => "kubectl create configmap \"$(kubectl get deployment web -o jsonpath='{.spec.template.spec.volumes[0].configMap.name}')\" --from-literal=app.conf=mode=demo",
-                "container-args-wrong" => r#"kubectl patch deployment web --type=json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}]'"#,
-                _ => "kubectl set resources deployment web -c app --limits=memory=1024Mi",
-            };
-            run_in(&mut b, &page, fix, &format!("{id}$"), Duration::from_secs(30))?;
+            run_in(&mut b, &page, &fix(cause, &name), &format!("{id}$"), Duration::from_secs(30))?;
             // The other trainee's namespace is not this shell's to see.
             run_in(&mut b, &page, &format!("kubectl get pods -n {other_ns}"), "Forbidden", Duration::from_secs(30))?;
             let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
@@ -702,7 +739,7 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
             let reset = t2.elapsed();
             term.ends_within(Duration::from_secs(15))?;
             let (_, debrief) = class.debrief(&out)?;
-            if !debrief.contains("<h2>Commands typed</h2>") || !debrief.contains("faultlab answer detect web") || !debrief.contains("kubectl get events") {
+            if !debrief.contains("<h2>Commands typed</h2>") || !debrief.contains(&format!("faultlab answer detect {name}")) || !debrief.contains("kubectl get events") {
                 return Err(format!("{cause}: the debrief does not list what was typed in the terminal:\n{debrief}").into());
             }
             figures.push(format!("{cause}: break {:.1} s, detect {:.1} s, fix {:.1} s, reset {:.1} s", broke.as_secs_f64(), detected.as_secs_f64(), fixed.as_secs_f64(), reset.as_secs_f64()));
@@ -774,12 +811,12 @@ fn kind_class(image: &str) -> Result<(), Failed> {
         let mut figures = vec![format!("two clusters made and broken side by side in {:.1} s", broke.as_secs_f64())];
         for (i, (id, cluster)) in sessions.iter().enumerate() {
             let (other_id, other_cluster) = &sessions[1 - i];
-            let mut term = WebTerminal::start(&class, id, &["--user", "nobody"])?;
+            let mut term = WebTerminal::start(&class, id, &["--user", "nobody", "--node-commands"])?;
             let page = terminal_page(&mut b, &term, &format!("{id}$"))?;
             let prompt = format!("{id}$");
             let t1 = Instant::now();
-            run_in(&mut b, &page, "faultlab answer detect web", "right: detect", Duration::from_secs(30))?;
-            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-listed", "events-listed\n", Duration::from_secs(30))?;
+            let name = detect(&mut b, &page)?;
+            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-$((1+1))-listed", "events-2-listed", Duration::from_secs(30))?;
             let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
             run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
             // Their own node, through the broker; no other, and no Docker.
@@ -787,16 +824,12 @@ fn kind_class(image: &str) -> Result<(), Failed> {
             if !node.contains(&format!("{cluster}-control-plane")) || node.contains(other_cluster.as_str()) {
                 return Err(format!("`faultlab node hostname` in {id}'s terminal showed:\n{node}").into());
             }
-            let docker = run_in(&mut b, &page, "docker ps; echo docker-done", "docker-done\n", Duration::from_secs(30))?;
+            let docker = run_in(&mut b, &page, "docker ps; echo docker-$((1+1))-done", "docker-2-done", Duration::from_secs(30))?;
             if docker.contains(other_cluster.as_str()) || docker.contains("CONTAINER ID") {
                 return Err(format!("the trainee reached Docker:\n{docker}").into());
             }
             run_in(&mut b, &page, &format!("kubectl get pods -n {other_id}"), "Forbidden", Duration::from_secs(30))?;
-            let fix = match cause {
-                "configmap-missing" => "kubectl create configmap \"$(kubectl get deployment web -o jsonpath='{.spec.template.spec.volumes[0].configMap.name}')\" --from-literal=app.conf=mode=demo",
-                _ => r#"kubectl patch deployment web --type=json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}]'"#,
-            };
-            run_in(&mut b, &page, fix, &prompt, Duration::from_secs(30))?;
+            run_in(&mut b, &page, &fix(cause, &name), &prompt, Duration::from_secs(30))?;
             let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
             if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
                 return Err(format!("{cause} on kind: check in the terminal said:\n{verdict}").into());

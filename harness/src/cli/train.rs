@@ -166,7 +166,7 @@ pub async fn scoreboard(out: &Path, watch: Option<u32>) -> Result<()> {
 
 /// `faultlab terminal`: the session's shell in the browser (as `user`, with the broker, when given),
 /// until interrupted or the session is gone.
-pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell: &Path, user: Option<&str>) -> Result<()> {
+pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell: &Path, user: Option<&str>, node_commands: bool) -> Result<()> {
     use faultlab::webterm::{self, Broker, Recording, Server, User};
     let s = training::Session::find(session)?;
     if !shell.is_file() {
@@ -200,7 +200,7 @@ pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell
         let exe = std::env::current_exe()?;
         let session = s.clone();
         let allow = move |args: &[String]| {
-            let argv = training::brokered(&session, &exe, args)?;
+            let argv = training::brokered(&session, &exe, args, node_commands)?;
             let mut cmd = tokio::process::Command::new(&argv[0]);
             cmd.args(&argv[1..]);
             Ok(cmd)
