@@ -99,11 +99,11 @@ pub fn on_existing(mut kind: Kind, cluster: Option<&str>) -> Kind {
 /// [`kind_provider`] on another host (a plan's).
 fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Option<String>, host: std::sync::Arc<dyn crate::provider::Host>) -> Kind {
     let name = Kind::new_name(scenario.name());
-    Kind {
+    let kind = Kind {
         host,
-        workdir: journal::state_dir().join("kind").join(&name),
-        logs_dir: journal::state_dir().join("logs").join(&name),
-        name,
+        workdir: PathBuf::new(),
+        logs_dir: PathBuf::new(),
+        name: String::new(),
         arch,
         configs_dir: crate::scenario::workspace_root().join("kind-configs"),
         keep,
@@ -112,7 +112,16 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
         image_info: Default::default(),
         existing: false,
         network_gateway: Default::default(),
-    }
+    };
+    named(kind, &name)
+}
+
+/// `kind` making the cluster `name` instead: its name, its run directory and its logs directory.
+pub fn named(mut kind: Kind, name: &str) -> Kind {
+    kind.workdir = journal::state_dir().join("kind").join(name);
+    kind.logs_dir = journal::state_dir().join("logs").join(name);
+    kind.name = name.to_string();
+    kind
 }
 
 pub use crate::lease::{node_state, node_state_of, state_difference, SharedClusters};

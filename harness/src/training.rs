@@ -441,9 +441,7 @@ fn training_provider(loaded: &Loaded, choice: &ProviderChoice, blind: bool) -> B
         ProviderChoice::Kind { arch, node_image, cluster, .. } => {
             let mut kind = crate::suite::kind_provider(loaded, *arch, false, node_image.clone());
             if blind {
-                kind.name = crate::provider::kind::Kind::new_name("challenge");
-                kind.workdir = crate::provider::kind::run_dir(&kind.name);
-                kind.logs_dir = journal::state_dir().join("logs").join(&kind.name);
+                kind = crate::suite::named(kind, &crate::provider::kind::Kind::new_name("challenge"));
             }
             Box::new(crate::suite::on_existing(kind, cluster.as_deref()))
         }

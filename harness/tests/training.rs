@@ -664,6 +664,25 @@ fn detect(b: &mut cdp::Browser, page: &cdp::Page) -> Result<String, Failed> {
     Ok(name)
 }
 
+/// The cause, as a trainee finds it: the namespace's events, read ([`diagnose`]); `faultlab answer
+/// localise` with it, right.
+fn localise(b: &mut cdp::Browser, page: &cdp::Page) -> Result<&'static str, Failed> {
+    let within = std::time::Duration::from_secs(30);
+    let events = run_in(b, page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-$((1+1))-listed", "events-2-listed", within)?;
+    let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
+    run_in(b, page, &format!("faultlab answer localise {cause}"), "right: localise", within)?;
+    Ok(cause)
+}
+
+/// `faultlab check --wait` in the terminal: the blind challenge `cause` fixed, with every point.
+fn checked_fixed(b: &mut cdp::Browser, page: &cdp::Page, cause: &str) -> Result<(), Failed> {
+    let verdict = run_in(b, page, "faultlab check --wait 4m", "score: ", std::time::Duration::from_secs(300))?;
+    if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
+        return Err(format!("{cause}: check in the terminal said:\n{verdict}").into());
+    }
+    Ok(())
+}
+
 /// The fix a trainee types for `cause`, on the workload `name`.
 fn fix(cause: &str, name: &str) -> String {
     match cause {
@@ -718,20 +737,15 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
             let t1 = Instant::now();
             let name = detect(&mut b, &page)?;
             let detected = t1.elapsed();
-            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-$((1+1))-listed", "events-2-listed", Duration::from_secs(30))?;
-            let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
-            run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
+            let cause = localise(&mut b, &page)?;
             run_in(&mut b, &page, &fix(cause, &name), &format!("{id}$"), Duration::from_secs(30))?;
             // The other trainee's namespace is not this shell's to see.
             run_in(&mut b, &page, &format!("kubectl get pods -n {other_ns}"), "Forbidden", Duration::from_secs(30))?;
-            let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
+            checked_fixed(&mut b, &page, cause)?;
             let fixed = t1.elapsed();
             let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/html-browser");
             if std::fs::create_dir_all(&shots).is_ok() {
                 let _ = b.screenshot(&page, &shots.join(format!("web-terminal-{cause}.png")));
-            }
-            if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
-                return Err(format!("{cause}: check in the terminal said:\n{verdict}").into());
             }
             b.close(page)?;
             let t2 = Instant::now();
@@ -816,9 +830,7 @@ fn kind_class(image: &str) -> Result<(), Failed> {
             let prompt = format!("{id}$");
             let t1 = Instant::now();
             let name = detect(&mut b, &page)?;
-            let events = run_in(&mut b, &page, "kubectl get events -o custom-columns=REASON:.reason,MESSAGE:.message --no-headers; echo events-$((1+1))-listed", "events-2-listed", Duration::from_secs(30))?;
-            let cause = diagnose(&events).ok_or_else(|| format!("the scripted trainee cannot tell the cause from these events:\n{events}"))?;
-            run_in(&mut b, &page, &format!("faultlab answer localise {cause}"), "right: localise", Duration::from_secs(30))?;
+            let cause = localise(&mut b, &page)?;
             // Their own node, through the broker; no other, and no Docker.
             let node = run_in(&mut b, &page, "faultlab node hostname", &prompt, Duration::from_secs(30))?;
             if !node.contains(&format!("{cluster}-control-plane")) || node.contains(other_cluster.as_str()) {
@@ -830,10 +842,7 @@ fn kind_class(image: &str) -> Result<(), Failed> {
             }
             run_in(&mut b, &page, &format!("kubectl get pods -n {other_id}"), "Forbidden", Duration::from_secs(30))?;
             run_in(&mut b, &page, &fix(cause, &name), &prompt, Duration::from_secs(30))?;
-            let verdict = run_in(&mut b, &page, "faultlab check --wait 4m", "score: ", Duration::from_secs(300))?;
-            if !verdict.contains(&format!("FIXED: the blind challenge, {cause} recovered")) || !verdict.contains("score: 100 of 100") {
-                return Err(format!("{cause} on kind: check in the terminal said:\n{verdict}").into());
-            }
+            checked_fixed(&mut b, &page, cause)?;
             let fixed = t1.elapsed();
             b.close(page)?;
             let t2 = Instant::now();
