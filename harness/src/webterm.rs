@@ -873,12 +873,16 @@ mod tests {
         let out = until(&mut ws, "fault42lab").await;
         assert!(out.contains("fault42lab"), "the shell printed: {out:?}");
         // What is typed at a prompt that does not echo (a password's) is not recorded.
-        ws.send(Message::binary(b"stty -echo\r".to_vec())).await.unwrap();
-        until(&mut ws, "$ ").await;
+        // Each step waits for what only that step prints (a sum the shell works out), not for a
+        // prompt: a prompt still unread from the step before would send the next line early.
+        ws.send(Message::binary(b"stty -echo; echo quiet$((1+1))\r".to_vec())).await.unwrap();
+        let out = until(&mut ws, "quiet2").await;
+        assert!(out.contains("quiet2"), "the shell printed: {out:?}");
         ws.send(Message::binary(b"hunter2\r".to_vec())).await.unwrap();
         until(&mut ws, "not found").await;
-        ws.send(Message::binary(b"stty echo\r".to_vec())).await.unwrap();
-        until(&mut ws, "$ ").await;
+        ws.send(Message::binary(b"stty echo; echo loud$((2+1))\r".to_vec())).await.unwrap();
+        let out = until(&mut ws, "loud3").await;
+        assert!(out.contains("loud3"), "the shell printed: {out:?}");
         // One shell at a time: a second connection is refused while it runs.
         let busy = socket(addr, &origin).await.unwrap_err().to_string();
         assert!(busy.contains("409"), "{busy}");
@@ -897,7 +901,7 @@ mod tests {
         .unwrap();
         assert_eq!(closed.as_deref(), Some("the shell ended"));
         let typed: Vec<String> = Recording::read(&dir.path().join("t.commands")).unwrap().into_iter().map(|t| t.line).collect();
-        assert_eq!(typed, ["echo fault$((20+22))lab", "stty -echo", "exit"]);
+        assert_eq!(typed, ["echo fault$((20+22))lab", "stty -echo; echo quiet$((1+1))", "exit"]);
         server.abort();
     }
 
