@@ -43,6 +43,14 @@ pub struct Scenario {
     pub hints: Vec<String>,
     #[serde(default)]
     pub snapshot: SnapshotOptions,
+    /// Values a blind challenge may change (`faultlab train --blind`), so that the second time is
+    /// diagnosis, not memory (a port, a memory limit). Each entry is a list of alternatives; an
+    /// alternative maps whole words of this file to what replaces them wherever they occur (the
+    /// workload, the fault's parameters, the gates, the fix's words and the hints alike). A challenge
+    /// takes, for each entry, one of its alternatives at random or the file as written. `faultlab run`
+    /// never does: the snapshots are of the file as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Vec<BTreeMap<String, String>>>,
 }
 
 /// A documented cause faultlab does not reproduce, and why: a file of the set like a scenario's, with
@@ -381,6 +389,51 @@ fn load_gap(path: &Path, text: &str) -> ScenarioError {
     ScenarioError::Invalid { problems }
 }
 
+/// Words a blind challenge renames in every scenario (training's own variant); an alternative of
+/// `variants` must leave them to it.
+pub const RENAMED_BY_TRAINING: [&str; 2] = ["web", "app-config"];
+
+/// `variants`: each alternative names words the rest of the file has (as whole words), replaces
+/// each by something else that is not empty, and leaves training's own words alone.
+fn check_variants(s: &Scenario) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    // What a run reads of this file: not the document's words (metadata), not the variants.
+    let rest = serde_json::to_string(&(&s.workload, &s.fault, &s.symptom, &s.fix, &s.recovery, &s.hints)).unwrap_or_default();
+    for (i, alternatives) in s.variants.iter().enumerate() {
+        if alternatives.is_empty() {
+            problems.push(Problem::new(format!("variants[{i}]"), "has no alternative: leave the entry out, or give it one or more"));
+        }
+        for (j, alternative) in alternatives.iter().enumerate() {
+            let field = format!("variants[{i}][{j}]");
+            if alternative.is_empty() {
+                problems.push(Problem::new(&field, "replaces no word"));
+            }
+            for (word, by) in alternative {
+                if RENAMED_BY_TRAINING.contains(&word.as_str()) {
+                    problems.push(Problem::new(&field, format!("{word:?} is renamed by every blind challenge already; vary other words")));
+                } else if !(word.starts_with(|c: char| c.is_alphanumeric()) && word.ends_with(|c: char| c.is_alphanumeric())) {
+                    problems.push(Problem::new(&field, format!("{word:?}: a word to replace begins and ends with a letter or a digit")));
+                } else if !words_pattern([word.as_str()]).is_match(&rest) {
+                    problems.push(Problem::new(&field, format!("{word:?} is nowhere in what a run reads of this file (workload, fault, gates, fix, hints) as a whole word, so the alternative would change nothing")));
+                }
+                if by.trim().is_empty() || by == word {
+                    problems.push(Problem::new(&field, format!("{word:?} is replaced by {by:?}: give another value")));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// `words` as whole words (`\b`: not inside a longer run of letters, digits and `_`; `1024` is not a
+/// word of `1024Mi`, `web` is one of `web-6d4`), longest first.
+pub fn words_pattern<'a>(words: impl IntoIterator<Item = &'a str>) -> regex::Regex {
+    let mut words: Vec<&str> = words.into_iter().collect();
+    words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    let alternation = words.iter().map(|w| regex::escape(w)).collect::<Vec<_>>().join("|");
+    regex::Regex::new(&format!(r"\b(?:{alternation})\b")).expect("escaped words are a pattern")
+}
+
 /// The longest scenario name: the run's namespace is `fl-<name>-<5 characters>`, a DNS label of at
 /// most 63.
 pub const MAX_NAME_LEN: usize = 63 - "fl-".len() - "-xxxxx".len();
@@ -499,6 +552,8 @@ fn validate(path: &Path, text: &str, s: &Scenario) -> (Vec<String>, Vec<Located>
 
     // The fault's parameters.
     problems.extend(s.fault.check());
+
+    problems.extend(check_variants(s));
 
     // The workload's manifests.
     let (manifests, docs) = check_manifests(path, s, &locations, &mut problems, &mut placed);

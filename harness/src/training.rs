@@ -235,8 +235,9 @@ pub struct Session {
     /// nothing else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainee_kubeconfig: Option<PathBuf>,
-    /// A blind challenge's variant ([`variant_of`]): each name of the scenario's file and the name it
-    /// has in this session (`web` -> `billing`); the scenario is read through it.
+    /// A blind challenge's variant ([`variant_of`]): each name or value of the scenario's file and
+    /// what it is in this session (`web` -> `billing`, `8080` -> `9090`); the scenario is read
+    /// through it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variant: BTreeMap<String, String>,
 }
@@ -400,12 +401,36 @@ pub type Variant = BTreeMap<String, String>;
 /// The names a blind challenge's workload may take in place of the scenario's `web`.
 const WORKLOAD_NAMES: [&str; 12] = ["api", "shop", "cart", "billing", "search", "orders", "catalog", "payments", "accounts", "inventory", "checkout", "reviews"];
 
-/// `text` with each whole word of `variant`'s keys replaced by its value.
+/// `text` with each whole word of `variant`'s keys replaced by its value, in one pass (a value is
+/// never read again as a word to replace), except where the file speaks of the document or of its
+/// variants: in the top-level `metadata:` block (the description, the quoted fix) only the names
+/// every blind challenge renames ([`scenario::RENAMED_BY_TRAINING`]) change, so that nothing shown
+/// names the workload as written, and values stay as the document has them. The `variants:` block
+/// is left out: a variant has none of its own (its words are gone, so the file read through it would
+/// not be a valid scenario with them).
 pub fn apply_variant(text: &str, variant: &BTreeMap<String, String>) -> String {
-    let mut out = text.to_string();
-    for (from, to) in variant {
-        let word = regex::Regex::new(&format!(r"\b{}\b", regex::escape(from))).expect("an escaped word is a pattern");
-        out = word.replace_all(&out, regex::NoExpand(to)).into_owned();
+    if variant.is_empty() {
+        return text.to_string();
+    }
+    let all = scenario::words_pattern(variant.keys().map(String::as_str));
+    let names: Vec<&str> = variant.keys().map(String::as_str).filter(|w| scenario::RENAMED_BY_TRAINING.contains(w)).collect();
+    let names = (!names.is_empty()).then(|| scenario::words_pattern(names));
+    let mut out = String::with_capacity(text.len());
+    let mut block = "";
+    for line in text.split_inclusive('\n') {
+        // A top-level key begins at the line's start (the scenario files are block YAML).
+        if line.starts_with(|c: char| !c.is_whitespace() && c != '#') {
+            block = line.split(':').next().unwrap_or_default();
+        }
+        let words = match block {
+            "variants" => continue,
+            "metadata" => names.as_ref(),
+            _ => Some(&all),
+        };
+        match words {
+            Some(words) => out.push_str(&words.replace_all(line, |m: &regex::Captures| variant[&m[0]].clone())),
+            None => out.push_str(line),
+        }
     }
     out
 }
@@ -418,16 +443,23 @@ fn load_variant(path: &Path, variant: &BTreeMap<String, String>) -> Result<Loade
 
 /// A blind challenge's variant of `loaded`: its workload's name, `web` in its names, labels,
 /// selectors, gates, fault and hints alike, replaced by one of [`WORKLOAD_NAMES`] at random, and its
-/// ConfigMap's, `app-config`, by one made from it, so that the second time is diagnosis again, not
-/// memory. `None` where the variant would still name `web`
-/// (a fault whose default names the workload, which the file does not spell out): that scenario keeps
-/// its names.
+/// ConfigMap's, `app-config`, by one made from it; and for each entry of the scenario's `variants`
+/// (values: a port, a memory limit) one of its alternatives at random, or the value as written; so
+/// that the second time is diagnosis again, not memory. `None` where the variant would still name
+/// `web` (a fault whose default names the workload, which the file does not spell out): that
+/// scenario keeps its names and values.
 pub fn variant_of(loaded: &Loaded) -> Result<Option<(Loaded, Variant)>, TrainingError> {
     let name = WORKLOAD_NAMES[fastrand::usize(..WORKLOAD_NAMES.len())];
     let settings = ["settings", "conf", "options", "env"][fastrand::usize(..4)];
-    let variant = BTreeMap::from([("web".to_string(), name.to_string()), ("app-config".to_string(), format!("{name}-{settings}"))]);
+    let mut variant = BTreeMap::from([("web".to_string(), name.to_string()), ("app-config".to_string(), format!("{name}-{settings}"))]);
+    for alternatives in &loaded.scenario.variants {
+        // One more choice than alternatives: the file as written.
+        if let Some(alternative) = alternatives.get(fastrand::usize(..=alternatives.len())) {
+            variant.extend(alternative.clone());
+        }
+    }
     let changed = load_variant(&loaded.path, &variant)?;
-    let old = regex::Regex::new(r"\b(web|app-config)\b").expect("a pattern");
+    let old = scenario::words_pattern(scenario::RENAMED_BY_TRAINING);
     Ok((!old.is_match(&format!("{changed:?}"))).then_some((changed, variant)))
 }
 
@@ -1177,6 +1209,46 @@ mod tests {
         assert_eq!(apply_variant(text, &map), "name: shop\nselector: app=shop\npod: shop-0\nclaim: data-shop-0\nwebhook: webserver\n");
         // `$` in a replacement is text, not a group.
         assert_eq!(apply_variant("web", &BTreeMap::from([("web".to_string(), "a$1".to_string())])), "a$1");
+    }
+
+    #[test]
+    fn a_blind_variant_takes_each_value_s_alternative_or_the_value_as_written() {
+        let set = crate::scenario::load_set(&crate::scenario::default_dir()).unwrap();
+        // The class trials' challenges with values to vary.
+        for name in ["container-args-wrong", "memory-limit-unit"] {
+            assert!(!set.good[name].scenario.variants.is_empty(), "{name} has no values to vary");
+        }
+        // What a run reads (not the document's words in metadata, not the variants themselves).
+        let run = |l: &Loaded| {
+            let s = &l.scenario;
+            format!("{:?}", (&s.workload, &s.fault, &s.symptom, &s.fix, &s.recovery, &s.hints, l.manifest_texts().unwrap()))
+        };
+        for (name, loaded) in &set.good {
+            for (i, alternatives) in loaded.scenario.variants.iter().enumerate() {
+                for alternative in alternatives {
+                    let changed = load_variant(&loaded.path, alternative).unwrap_or_else(|e| panic!("{name}: variants[{i}] {alternative:?}: {e}"));
+                    let words = crate::scenario::words_pattern(alternative.keys().map(String::as_str));
+                    assert!(!words.is_match(&run(&changed)), "{name}: {alternative:?} left a word as written");
+                    for by in alternative.values() {
+                        assert!(run(&changed).contains(by.as_str()), "{name}: {by} is nowhere in the run");
+                    }
+                    // The document's words stay as the document has them; a variant has no variants.
+                    assert_eq!(format!("{:?}", changed.scenario.metadata), format!("{:?}", loaded.scenario.metadata), "{name}");
+                    assert!(changed.scenario.variants.is_empty(), "{name}");
+                }
+            }
+        }
+        // Drawn many times: every alternative, and the value as written, come up.
+        let loaded = &set.good["container-args-wrong"];
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let (_, variant) = variant_of(loaded).unwrap().expect("container-args-wrong varies");
+            seen.insert(variant.get("8080").cloned().unwrap_or_else(|| "8080".into()));
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["8000", "8080", "8443", "9090"]);
+        // One pass: a value is not read again as a word.
+        let swap = BTreeMap::from([("80".to_string(), "81".to_string()), ("81".to_string(), "80".to_string())]);
+        assert_eq!(apply_variant("ports: [80, 81]\n", &swap), "ports: [81, 80]\n");
     }
 
     #[test]

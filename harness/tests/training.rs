@@ -683,12 +683,17 @@ fn checked_fixed(b: &mut cdp::Browser, page: &cdp::Page, cause: &str) -> Result<
     Ok(())
 }
 
-/// The fix a trainee types for `cause`, on the workload `name`.
+/// The fix a trainee types for `cause`, on the workload `name`, with the values the challenge's
+/// variant gave it read from the Deployment as a person reads them (the port httpd is given, the
+/// number of the limit): the option httpd does not know becomes `-p`; the limit's `m` becomes `Mi`.
 fn fix(cause: &str, name: &str) -> String {
+    let container = "{.spec.template.spec.containers[0]";
     match cause {
         "configmap-missing" => format!("kubectl create configmap \"$(kubectl get deployment {name} -o jsonpath='{{.spec.template.spec.volumes[0].configMap.name}}')\" --from-literal=app.conf=mode=demo"),
-        "container-args-wrong" => format!(r#"kubectl patch deployment {name} --type=json -p '[{{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","8080","-h","/etc"]}}]'"#),
-        _ => format!("kubectl set resources deployment {name} -c app --limits=memory=1024Mi"),
+        "container-args-wrong" => format!(
+            r#"port=$(kubectl get deployment {name} -o jsonpath='{container}.args[2]}}'); kubectl patch deployment {name} --type=json -p '[{{"op":"replace","path":"/spec/template/spec/containers/0/args","value":["-f","-p","'"$port"'","-h","/etc"]}}]'"#
+        ),
+        _ => format!("kubectl set resources deployment {name} -c app --limits=memory=\"$(kubectl get deployment {name} -o jsonpath='{container}.resources.limits.memory}}' | sed 's/m$/Mi/')\""),
     }
 }
 
