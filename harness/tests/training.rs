@@ -111,6 +111,14 @@ impl Trainee {
         ids.sort();
         ids.pop().ok_or_else(|| "no session file".into())
     }
+
+    /// Session `id`'s variant as its file keeps it (`web=billing 8080=9090`), for the figures.
+    fn variant(&self, id: &str) -> String {
+        let path = self.state.path().join("training").join(format!("{id}.json"));
+        let session: serde_json::Value = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let pairs: Vec<String> = session["variant"].as_object().into_iter().flatten().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
+        pairs.join(" ")
+    }
 }
 
 /// The workload a session broke, as the instructor's session file names it (a blind challenge's is
@@ -753,6 +761,7 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
                 let _ = b.screenshot(&page, &shots.join(format!("web-terminal-{cause}.png")));
             }
             b.close(page)?;
+            let variant = class.variant(&id);
             let t2 = Instant::now();
             let out = class.ok(&["reset"])?;
             let reset = t2.elapsed();
@@ -761,7 +770,7 @@ fn web_terminal(description: &Path) -> Result<(), Failed> {
             if !debrief.contains("<h2>Commands typed</h2>") || !debrief.contains(&format!("faultlab answer detect {name}")) || !debrief.contains("kubectl get events") {
                 return Err(format!("{cause}: the debrief does not list what was typed in the terminal:\n{debrief}").into());
             }
-            figures.push(format!("{cause}: break {:.1} s, detect {:.1} s, fix {:.1} s, reset {:.1} s", broke.as_secs_f64(), detected.as_secs_f64(), fixed.as_secs_f64(), reset.as_secs_f64()));
+            figures.push(format!("{cause} ({variant}): break {:.1} s, detect {:.1} s, fix {:.1} s, reset {:.1} s", broke.as_secs_f64(), detected.as_secs_f64(), fixed.as_secs_f64(), reset.as_secs_f64()));
             solved.insert(cause);
             pool.retain(|p| *p != cause);
         }

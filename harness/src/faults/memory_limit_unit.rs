@@ -48,7 +48,10 @@ pub struct Limits {
 
 /// The same number in the wrong unit: `1024Mi` → `1024m` (the document's example), `512M` → `512m`.
 /// Only a plain whole number with a byte unit (Ki, Mi, Gi, Ti, K, M, G, T) has a "wrong unit" twin;
-/// anything else is refused with why.
+/// anything else is refused with why. Gi and Ti are read in Mi first: the API server writes a
+/// manifest's `1024Mi` as `1Gi`, and a person who mistakes the unit writes the number they wrote,
+/// `1024m`, not `1m` (which the fault wrote on real clusters until a blind challenge's scripted
+/// trainee, reading the limit back, set it to 1Mi).
 pub fn wrong_unit(right: &str) -> Result<String, String> {
     const UNITS: &[&str] = &["Ki", "Mi", "Gi", "Ti", "K", "M", "G", "T"];
     let Some(unit) = UNITS.iter().find(|u| right.ends_with(**u)) else {
@@ -57,6 +60,18 @@ pub fn wrong_unit(right: &str) -> Result<String, String> {
     let number = &right[..right.len() - unit.len()];
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.len() > 12 {
         return Err(format!("{right:?} is not a whole number of {unit} (at most 12 digits)"));
+    }
+    let in_mi = match *unit {
+        "Gi" => number.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << 10)),
+        "Ti" => number.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << 20)),
+        _ => None,
+    }
+    .map(|n| n.to_string());
+    let number = in_mi.as_deref().unwrap_or(number);
+    // 2000m is 2 bytes exactly, and the API server writes it as 2: the m the fault wrote is gone, and
+    // with it the fault, as `present` reads it (a blind variant of 2000Mi failed so on the test bed).
+    if number.parse::<u64>().is_ok_and(|n| n % 1000 == 0) {
+        return Err(format!("{right:?} in thousandths ({number}m) is a whole number of bytes, which the API server writes without the m: the wrong unit would not show; take a number that is not a multiple of 1000"));
     }
     Ok(format!("{number}m"))
 }
@@ -225,7 +240,8 @@ mod tests {
     #[rstest::rstest]
     #[case::document("1024Mi", "1024m")]
     #[case::decimal("512M", "512m")]
-    #[case::gibi("1Gi", "1m")]
+    #[case::gibi("1Gi", "1024m")]
+    #[case::tebi("2Ti", "2097152m")]
     #[case::kibi("65536Ki", "65536m")]
     fn the_wrong_unit_keeps_the_number(#[case] right: &str, #[case] wrong: &str) {
         assert_eq!(wrong_unit(right).unwrap(), wrong);
@@ -237,6 +253,8 @@ mod tests {
     #[case::fraction("1.5Gi", "is not a whole number of Gi")]
     #[case::exponent("1e3Mi", "is not a whole number of Mi")]
     #[case::empty("Mi", "is not a whole number of Mi")]
+    #[case::thousands("2000Mi", "is a whole number of bytes")]
+    #[case::zero("0Mi", "is a whole number of bytes")]
     fn what_has_no_wrong_unit_twin_is_refused(#[case] right: &str, #[case] why: &str) {
         let err = wrong_unit(right).unwrap_err();
         assert!(err.contains(why), "{err}");
