@@ -181,7 +181,12 @@ impl<'b> State<'b> {
             self.beside[i].insert(other);
         }
         self.sched.start(i, place, self.batch.entries[i].claim.clone());
-        RunOptions { node: self.sched.node(place).map(String::from), cluster_needs: self.batch.entries[i].cluster_needs.clone(), ..options.run.clone() }
+        RunOptions {
+            node: self.sched.node(place).map(String::from),
+            spare_node: self.sched.spare_node(i).map(String::from),
+            cluster_needs: self.batch.entries[i].cluster_needs.clone(),
+            ..options.run.clone()
+        }
     }
 
     fn not_started(&mut self, i: usize, report: ScenarioReport, watch: &mut dyn Watch, running: usize) {

@@ -130,6 +130,27 @@ pub fn prefer_node(object: &mut serde_json::Value, node: &str) {
     }
 }
 
+/// Keep the pods an object makes (or is) on `nodes`: a required node affinity term's
+/// `kubernetes.io/hostname In nodes`, added to each term the object has (terms are alternatives, so each
+/// gets it), or as the only term. Objects that make no pods are left as they are.
+pub fn require_nodes(object: &mut serde_json::Value, nodes: &[&str]) {
+    let Some(spec) = pod_spec_mut(object) else { return };
+    let expression = serde_json::json!({"key": HOSTNAME_LABEL, "operator": "In", "values": nodes});
+    let affinity = spec.entry("affinity").or_insert_with(|| serde_json::json!({}));
+    let Some(node_affinity) = affinity.as_object_mut().map(|a| a.entry("nodeAffinity").or_insert_with(|| serde_json::json!({}))) else { return };
+    let Some(required) = node_affinity.as_object_mut().map(|n| n.entry("requiredDuringSchedulingIgnoredDuringExecution").or_insert_with(|| serde_json::json!({}))) else { return };
+    let Some(terms) = required.as_object_mut().map(|r| r.entry("nodeSelectorTerms").or_insert_with(|| serde_json::json!([]))) else { return };
+    let Some(terms) = terms.as_array_mut() else { return };
+    if terms.is_empty() {
+        terms.push(serde_json::json!({}));
+    }
+    for term in terms.iter_mut().filter_map(|t| t.as_object_mut()) {
+        if let Some(list) = term.entry("matchExpressions").or_insert_with(|| serde_json::json!([])).as_array_mut() {
+            list.push(expression.clone());
+        }
+    }
+}
+
 /// One document of a manifest.
 #[derive(Clone, Debug)]
 pub struct Doc {
@@ -324,6 +345,24 @@ mod tests {
         assert_eq!(preferred[1], serde_json::json!({"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["faultlab-node-2"]}]}}));
         assert!(docs[0].value.pointer("/spec/template/spec/nodeSelector").is_none(), "not pinned: it may move");
         assert_eq!(docs[1].value.pointer("/spec").unwrap(), &serde_json::json!({}));
+    }
+
+    #[test]
+    fn requires_two_nodes_in_each_of_the_objects_own_terms_or_its_only_one() {
+        let own = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          - matchExpressions: [{key: disk, operator: In, values: [ssd]}]\n          - matchFields: [{key: metadata.name, operator: In, values: [n]}]\n  containers: []\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {template: {spec: {containers: []}}}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {}\n";
+        let mut docs = split(own).unwrap();
+        for d in &mut docs {
+            require_nodes(&mut d.value, &["faultlab-node-2", "faultlab-node-3"]);
+        }
+        let ours = serde_json::json!({"key": "kubernetes.io/hostname", "operator": "In", "values": ["faultlab-node-2", "faultlab-node-3"]});
+        let terms = docs[0].value.pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms").unwrap().as_array().unwrap();
+        assert_eq!(terms.len(), 2, "the object's terms stay alternatives");
+        assert_eq!(terms[0]["matchExpressions"], serde_json::json!([{"key": "disk", "operator": "In", "values": ["ssd"]}, ours.clone()]));
+        assert_eq!(terms[1]["matchExpressions"], serde_json::json!([ours.clone()]), "each term gets it: either alternative keeps to the nodes");
+        assert!(terms[1].get("matchFields").is_some());
+        let only = docs[1].value.pointer("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms").unwrap();
+        assert_eq!(only, &serde_json::json!([{"matchExpressions": [ours]}]));
+        assert_eq!(docs[2].value.pointer("/spec").unwrap(), &serde_json::json!({}), "no pods, untouched");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::events::{EventLog, EventsError};
+use crate::gates::EventGate;
 use crate::gates::{ClaimGate, DeploymentGate, NodeGate, PodGate};
 use crate::journal::{Journal, JournalError};
 use crate::record::{Channel, Recorder};
@@ -35,6 +36,10 @@ pub trait Observe: Send + Sync {
     /// Start watching the Events of `namespace` (if given) and those about node `node`; returns once
     /// the events already there are listed.
     async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError>;
+    /// Until every one of `gates` is matched by an event `log` saw (the symptom's documented events).
+    async fn events_seen(&self, log: &EventLog, gates: &[(EventGate, regex::Regex)], within: Duration) -> Result<(), EventsError> {
+        log.wait_for(gates, within).await
+    }
     /// Undo what the journal holds, newest first; the failures.
     async fn undo(&self, journal: &Journal) -> Vec<JournalError>;
     /// Keep still for `d` (a run's `--hold`).
@@ -138,7 +143,7 @@ impl Timed {
         self.log.clone()
     }
 
-    async fn timed<T>(&self, what: String, wait: impl std::future::Future<Output = Result<T, WaitError>>) -> Result<T, WaitError> {
+    async fn timed<T, E>(&self, what: String, wait: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
         // tokio's clock: the real one in a run, a virtual one in tests.
         let started = tokio::time::Instant::now();
         let start = std::time::Instant::now();
@@ -161,6 +166,11 @@ fn tainted_text(node: &str) -> String {
 
 fn node_text(node: &str, gate: &NodeGate) -> String {
     format!("node {node} {}={}", gate.condition.type_, gate.condition.status)
+}
+
+fn events_text(gates: &[(EventGate, regex::Regex)]) -> String {
+    let each: Vec<String> = gates.iter().map(|(g, re)| format!("{} matching /{}/", g.reason, re.as_str())).collect();
+    format!("events {}", each.join(", "))
 }
 
 fn claim_text(name: &str, gate: &ClaimGate) -> String {
@@ -200,6 +210,12 @@ impl Observe for Timed {
 
     async fn events(&self, namespace: Option<&str>, node: &str) -> Result<EventLog, EventsError> {
         self.inner.events(namespace, node).await
+    }
+
+    /// Waiting for the documented events is waiting on the cluster, as a pod's gate is (pause-missing's
+    /// symptom waits out the runtime's 10 s pull for its event).
+    async fn events_seen(&self, log: &EventLog, gates: &[(EventGate, regex::Regex)], within: Duration) -> Result<(), EventsError> {
+        self.timed(events_text(gates), self.inner.events_seen(log, gates, within)).await
     }
 
     async fn undo(&self, journal: &Journal) -> Vec<JournalError> {

@@ -241,6 +241,9 @@ pub struct Run {
     /// each scenario works on the node the runner gave it). Off: the scheduler places them, as on a
     /// single-node cluster.
     pub pin: bool,
+    /// The second node a workload that moves off its node may go to, and no other (the scheduler keeps
+    /// it for the run beside the run's own); none: any node.
+    pub spare: Option<String>,
     pub namespace: String,
     pub ctx: Arc<Ctx>,
     pub events: Option<EventLog>,
@@ -320,6 +323,7 @@ impl Run {
             fault,
             hold: None,
             pin: false,
+            spare: None,
             namespace,
             ctx: Arc::new(ctx),
             events: None,
@@ -386,8 +390,12 @@ impl Run {
         for mut object in self.scenario.objects(&ctx.vars)? {
             if self.pin {
                 if self.fault.fault().needs().moves_between_nodes {
-                    // It starts on the run's node and moves off it (the fault's symptom): preferred, not pinned.
+                    // It starts on the run's node and moves off it (the fault's symptom): preferred, not
+                    // pinned; with `--jobs`, only to the second node the scheduler keeps for it.
                     crate::manifest::prefer_node(&mut object.value, ctx.node.name());
+                    if let Some(spare) = &self.spare {
+                        crate::manifest::require_nodes(&mut object.value, &[ctx.node.name(), spare]);
+                    }
                 } else {
                     crate::manifest::pin_to_node(&mut object.value, ctx.node.name());
                 }
@@ -438,7 +446,7 @@ impl Run {
         self.await_gates(s.gates(), deadline).await.map_err(RunError::Symptom)?;
         let gates = events::compile(&s.events, &self.ctx.vars).map_err(RunError::SymptomEvents)?;
         if let Some(log) = &self.events {
-            log.wait_for(&gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?;
+            self.ctx.observe.events_seen(log, &gates, remaining(deadline)).await.map_err(RunError::SymptomEvents)?;
         }
         self.end(Phase::Symptom);
         Ok(())
@@ -702,6 +710,8 @@ mod tests {
         let phases: Vec<(Phase, &str)> = t.waits.iter().map(|w| (w.phase, w.what.as_str())).collect();
         assert!(phases.contains(&(Phase::Setup, "pod -l app=web phase=Running ready=true (within 2m)")), "{phases:?}");
         assert!(phases.iter().any(|(p, w)| *p == Phase::Recovery && w.starts_with("pod -l app=web phase=Running")), "{phases:?}");
+        // Waiting for the documented event is a wait on the cluster too, not faultlab's own time.
+        assert!(phases.iter().any(|(p, w)| *p == Phase::Symptom && w.starts_with("events FailedMount matching /MountVolume")), "{phases:?}");
         assert!(t.waits.iter().all(|w| w.met && w.start <= w.end));
         assert!(t.pods.is_empty(), "a plan watches no pods");
     }

@@ -6,6 +6,11 @@
 //! one scenario at a time on it). The rules:
 //! - a namespace-only scenario runs beside anything, on a node no node-wide scenario is breaking;
 //! - a node-wide scenario has a node to itself;
+//! - a scenario that fails its node holds two: its own and the one its workload moves to (the node
+//!   lifecycle controller evicts only from the failed node). Beside it at most one other node-wide
+//!   scenario runs: Kubernetes 1.20's node lifecycle controller stops tainting and evicting in a zone
+//!   where more than two nodes, and at least 55 % of them, are not Ready (`ComputeZoneState`; in a
+//!   cluster of up to 50 nodes the reduced rate is 0), and a node-wide fault may make its node so;
 //! - a cluster-wide scenario runs alone on a shared cluster, and beside others on a cluster of its own;
 //! - a host-wide scenario (one limit of the kernel every node shares) runs alone, everywhere;
 //! - two scenarios that listen on the same host port never run at once, unless each listens on its own
@@ -21,6 +26,9 @@
 pub enum Scope {
     Namespace,
     Node,
+    /// Its node fails (is not Ready for minutes) and its workload moves to a second node, which it
+    /// holds too on a shared cluster.
+    NodeFailure,
     Cluster,
     Host,
 }
@@ -83,6 +91,8 @@ pub struct Start {
 struct Running {
     id: usize,
     place: usize,
+    /// The second place a [`Scope::NodeFailure`] holds: where its workload moves.
+    spare: Option<usize>,
     claim: Claim,
 }
 
@@ -125,12 +135,37 @@ impl Scheduler {
         match claim.scope {
             Scope::Host => true,
             Scope::Cluster => matches!(self.places, Places::Nodes(_)),
-            Scope::Namespace | Scope::Node => false,
+            Scope::Namespace | Scope::Node | Scope::NodeFailure => false,
         }
     }
 
     fn busy(&self, place: usize) -> impl Iterator<Item = &Running> {
-        self.running.iter().filter(move |r| r.place == place)
+        self.running.iter().filter(move |r| r.place == place || r.spare == Some(place))
+    }
+
+    /// On a shared cluster's nodes, whether `claim` keeps the nodes that may be not Ready at once to
+    /// two while a node fails: a [`Scope::NodeFailure`] starts beside at most one node-wide scenario
+    /// and no other failure, and while one runs, a node-wide scenario starts only if no other
+    /// node-wide one runs.
+    fn zone_allows(&self, claim: &Claim) -> bool {
+        if !matches!(self.places, Places::Nodes(_)) {
+            return true;
+        }
+        let count = |scope: Scope| self.running.iter().filter(|r| r.claim.scope == scope).count();
+        match claim.scope {
+            Scope::NodeFailure => count(Scope::NodeFailure) == 0 && count(Scope::Node) <= 1,
+            Scope::Node => count(Scope::NodeFailure) == 0 || count(Scope::Node) == 0,
+            _ => true,
+        }
+    }
+
+    /// The free place other than `place` a [`Scope::NodeFailure`] there holds too (none on clusters of
+    /// their own, or with one node: its run then refuses the cluster itself).
+    fn spare_for(&self, place: usize) -> Option<usize> {
+        match &self.places {
+            Places::Nodes(n) => (0..n.len()).find(|&p| p != place && self.busy(p).next().is_none()),
+            Places::Clusters(_) => None,
+        }
     }
 
     /// The places `claim` may start on now (the alone rule aside), the best first.
@@ -142,6 +177,7 @@ impl Scheduler {
                 ok.sort_by_key(|&p| self.busy(p).count());
                 ok
             }
+            (Places::Nodes(_), Scope::NodeFailure) if count > 1 => (0..count).filter(|&p| self.busy(p).next().is_none() && self.spare_for(p).is_some()).collect(),
             (Places::Nodes(_), _) => (0..count).filter(|&p| self.busy(p).next().is_none()).collect(),
             (Places::Clusters(_), _) => {
                 // The slot whose cluster it can use as it is, then one with no cluster yet, then any.
@@ -155,7 +191,7 @@ impl Scheduler {
             }
         };
         order.retain(|&p| self.ports_free(claim, p));
-        order.first().copied()
+        order.first().copied().filter(|_| self.zone_allows(claim))
     }
 
     /// The host address a port on the node's address is at, for `place`.
@@ -222,7 +258,18 @@ impl Scheduler {
         if let Some(k) = self.last_key.get_mut(place) {
             *k = Some(claim.cluster_key.clone());
         }
-        self.running.push(Running { id, place, claim });
+        let spare = match claim.scope {
+            Scope::NodeFailure => self.spare_for(place),
+            _ => None,
+        };
+        self.running.push(Running { id, place, spare, claim });
+    }
+
+    /// The node `id` holds besides its own (a [`Scope::NodeFailure`]'s, on a shared cluster's nodes),
+    /// by name.
+    pub fn spare_node(&self, id: usize) -> Option<&str> {
+        let spare = self.running.iter().find(|r| r.id == id)?.spare?;
+        self.node(spare)
     }
 
     /// `id` has ended.
@@ -252,6 +299,8 @@ pub struct Lease<'a> {
     pub node: Option<String>,
     /// The ids that were running when this one started.
     pub beside: Vec<usize>,
+    /// The second node a node's failure holds, where its workload moves ([`Scheduler::spare_node`]).
+    pub spare: Option<String>,
 }
 
 impl Slots {
@@ -272,9 +321,10 @@ impl Slots {
                     let beside = sched.running();
                     sched.start(id, start.place, claim);
                     let node = sched.node(start.place).map(String::from);
+                    let spare = sched.spare_node(id).map(String::from);
                     // Another waiting thread may be able to start too.
                     self.changed.notify_all();
-                    return Lease { slots: self, id, node, beside };
+                    return Lease { slots: self, id, node, beside, spare };
                 }
                 // Someone else's turn: let them see it.
                 self.changed.notify_all();
@@ -475,6 +525,45 @@ mod tests {
         });
         assert_eq!(alone_ok.load(Ordering::SeqCst), 1, "a node broken by two at once, or the cluster-wide one not alone");
         assert_eq!(slots.state.lock().unwrap().0.running(), Vec::<usize>::new(), "every lease given back");
+    }
+
+    #[test]
+    fn a_node_failure_holds_a_second_node_and_keeps_two_nodes_at_most_not_ready() {
+        let mut s = Scheduler::new(nodes(3), 6);
+        let mut pending = vec![(0, claim(Scope::NodeFailure)), (1, claim(Scope::Node)), (2, claim(Scope::Node)), (3, claim(Scope::Namespace))];
+        // The failure takes node 0, and node 1 for its workload; one node-wide scenario gets the third,
+        // and the namespace-only one waits for a node nobody breaks.
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 2)]);
+        assert_eq!(s.spare_node(0), Some("node-2"));
+        assert_eq!(pending.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [2, 3], "node 3 is node-wide's; nodes 1 and 2 the failure's");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 2)]);
+        s.finish(2);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 2)]);
+        // With more nodes, still one node-wide scenario beside a failure: a third node not Ready would
+        // stop the controller's evictions.
+        let mut s = Scheduler::new(nodes(5), 10);
+        let mut pending = vec![(0, claim(Scope::NodeFailure)), (1, claim(Scope::Node)), (2, claim(Scope::Node)), (3, claim(Scope::NodeFailure)), (4, claim(Scope::Namespace))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 2), (4, 3)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 0)], "two node-wide ones, no failure");
+        // And a failure waits while two node-wide scenarios run.
+        assert_eq!(pending.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3]);
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 1)]);
+        assert!(s.spare_node(3).is_some_and(|n| n != "node-2" && n != "node-1"), "{:?}", s.spare_node(3));
+    }
+
+    #[test]
+    fn a_node_failure_on_one_node_or_its_own_cluster_holds_one_place() {
+        let mut s = Scheduler::new(nodes(1), 2);
+        let mut pending = vec![(0, claim(Scope::NodeFailure))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)], "its run refuses the cluster, not the scheduler");
+        assert_eq!(s.spare_node(0), None);
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![(0, claim(Scope::NodeFailure)), (1, claim(Scope::Node)), (2, claim(Scope::Node))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
+        assert_eq!(s.spare_node(0), None);
     }
 
     #[test]

@@ -200,6 +200,9 @@ pub struct RunOptions {
     /// The node to work on, by name (`faultlab run --jobs` gives each scenario one on a cluster of
     /// several nodes); none: the cluster's first node.
     pub node: Option<String>,
+    /// The second node a run whose node fails holds (`faultlab run --jobs` on a shared cluster): its
+    /// workload may move there only ([`crate::schedule::Scope::NodeFailure`]).
+    pub spare_node: Option<String>,
     /// On kind, the needs of the cluster the scenario shares with others ([`kind_cluster_groups`]); none:
     /// its fault's own.
     pub cluster_needs: Option<Needs>,
@@ -307,8 +310,10 @@ pub fn places(choice: &ProviderChoice) -> crate::schedule::Places {
 }
 
 /// `--jobs` left out: what the platform allows. The test bed: one scenario per node (the namespace-only
-/// ones double up on a node beside each other); kind: one cluster at a time per 2 cores and 8 GiB of
-/// memory, at most 4 (each node container takes about one core while it starts and 1-2 GiB).
+/// ones double up on a node beside each other); kind: one cluster at a time per core and 8 GiB of
+/// memory, at most 4 (a node container takes about one core while it starts and 1-2 GiB, but its
+/// scenarios mostly wait on the cluster: every scenario on 2 cores, 2026-11-29, took 1015 s with two
+/// clusters at once, against 1344 s of clusters and phases one after the other).
 pub fn default_jobs(places: &crate::schedule::Places) -> usize {
     match places {
         crate::schedule::Places::Nodes(n) => n.len().max(1) * 2,
@@ -319,7 +324,7 @@ pub fn default_jobs(places: &crate::schedule::Places) -> usize {
                 .and_then(|m| m.lines().find(|l| l.starts_with("MemAvailable:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
                 .map(|kib| kib / (1024 * 1024))
                 .unwrap_or(0) as usize;
-            (cores / 2).min(mem_gib / 8).clamp(1, 4)
+            cores.min(mem_gib / 8).clamp(1, 4)
         }
     }
 }
@@ -386,7 +391,7 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
     report.cluster_seconds = Some(lease.seconds);
     // On a shared cluster, the first node, and the safety check is kind's own (faultlab made it).
     let connecting = match shared {
-        Some(_) => RunOptions { allow_existing: None, node: None, ..options.clone() },
+        Some(_) => RunOptions { allow_existing: None, node: None, spare_node: None, ..options.clone() },
         None => options.clone(),
     };
     let moves = scenario.scenario.fault.fault().needs().moves_between_nodes;
@@ -487,6 +492,7 @@ async fn execute_on(scenario: &Loaded, ready: Ready, options: &RunOptions, rec: 
     let run = match Run::new(scenario.clone(), &cluster, node, client, &journals, rec.clone()) {
         Ok(mut r) => {
             r.hold = options.hold;
+            r.spare = options.spare_node.clone().filter(|n| cluster.nodes.iter().any(|c| &c.name == n));
             r
         }
         Err(e) => return failed(report, Phase::Setup, e.to_string()),

@@ -62,6 +62,9 @@ fn side_by_side_runs_keep_to_their_reach() {
         if matches!(claim.scope, Scope::Cluster | Scope::Host) {
             assert!(s.ran_beside.is_empty(), "{} must run alone, ran beside {:?}", s.scenario, s.ran_beside);
         }
+        if claim.scope == Scope::NodeFailure {
+            assert!(s.ran_beside.is_empty(), "{}: a node's failure holds both nodes of two, ran beside {:?}", s.scenario, s.ran_beside);
+        }
         for other in &s.ran_beside {
             let o = by_name[other.as_str()];
             assert!(o.ran_beside.contains(&s.scenario), "beside is mutual: {} / {other}", s.scenario);

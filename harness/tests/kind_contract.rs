@@ -397,7 +397,8 @@ fn run_all_stops_after_the_interrupted_scenario() {
     bed.mode("hang");
     let junit = bed.state.join("junit.xml");
     let mut child = bed
-        .faultlab(&["run", "--all", "--provider", "kind", "--junit", junit.to_str().unwrap()])
+        // One at a time (kind's default is a cluster per core), so that "after" is one scenario.
+        .faultlab(&["run", "--all", "--jobs", "1", "--provider", "kind", "--junit", junit.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

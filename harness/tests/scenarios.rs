@@ -166,6 +166,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             allow_host_wide: flag("FAULTLAB_ALLOW_HOST_WIDE"),
             strict_snapshots: flag("FAULTLAB_STRICT_SNAPSHOTS"),
             node: lease.node.clone(),
+            spare_node: lease.spare.clone(),
             ..Default::default()
         };
         let report = suite::run(&loaded, &choice, &options, Recorder::default()).await;

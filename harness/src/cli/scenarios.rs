@@ -166,6 +166,7 @@ fn reach_text(reach: Reach) -> &'static str {
     match reach {
         Reach::Namespace => "the run's namespace only",
         Reach::Node => "the node",
+        Reach::NodeFailure => "the node, which fails, and the node its workload moves to",
         Reach::Cluster => "the whole cluster",
         Reach::Host(_) => "the node, and on kind the host",
     }

@@ -291,6 +291,10 @@ pub enum Reach {
     Namespace,
     /// The node: its files, processes, runtime and network namespace (on kind: the node container).
     Node,
+    /// The node fails (not Ready for minutes): the node, the pods the node lifecycle controller evicts
+    /// from it (on a shared cluster only the run's own, since the scheduler keeps the node for it), and
+    /// the node the workload moves to.
+    NodeFailure,
     /// Objects of the whole cluster (every StorageClass), and the node.
     Cluster,
     /// On kind, past the node container into the host, and how.
@@ -314,6 +318,7 @@ impl dyn Fault + '_ {
         let scope = match self.reach() {
             Reach::Namespace => Scope::Namespace,
             Reach::Node => Scope::Node,
+            Reach::NodeFailure => Scope::NodeFailure,
             Reach::Cluster => Scope::Cluster,
             Reach::Host(_) => Scope::Host,
         };

@@ -100,10 +100,11 @@ impl VolumeMultiAttach {
 
 #[async_trait]
 impl Fault for VolumeMultiAttach {
-    /// A failed node is the cluster's: the node lifecycle controller taints it and evicts every pod
-    /// there that does not tolerate it, and the workload moves to another node.
+    /// The node fails: the node lifecycle controller taints it and evicts every pod there that does not
+    /// tolerate it, and the workload moves to another node. With `faultlab run --jobs` on a shared
+    /// cluster the scheduler keeps both nodes for the run, so no other run's pods are evicted.
     fn reach(&self) -> Reach {
-        Reach::Cluster
+        Reach::NodeFailure
     }
 
     fn check(&self) -> Vec<Problem> {
