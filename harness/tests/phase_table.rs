@@ -146,7 +146,29 @@ fn walls_break_faultlabs_own_time_down_by_what_it_went_to() {
         longest single scenario: a 100.0s; side by side = 1.20x it (target: at most 1.5x)\n\
         faultlab's own time, --jobs 1: 60.0s of 200.0s of phases (30.0 %; target: under 5 %)\n\
         \x20   commands 40.0s (of which the faults' own, in inject and fix: 30.0s), API calls 8.0s, settling 6.0s, undoing 4.0s, the rest 2.0s\n\
-        \x20   without the faults' own commands: 30.0s (15.0 %)\n\
+        \x20   without the faults' own commands: 30.0s (15.0 %; target: under 5 %)\n\
         faultlab's own time, side by side: 60.0s of 200.0s of phases (30.0 %; target: under 5 %)\n";
     assert_eq!(text, expected);
+}
+
+/// A kind report: the table breaks faultlab's own time down too, and weighs the shared clusters against a
+/// cluster for each scenario at the mean creation time (each cluster's creation its longest cluster
+/// time: the others only reached it).
+#[test]
+fn a_kind_table_weighs_sharing_clusters_and_breaks_own_time_down() {
+    use faultlab::runner::{OwnTime, Timings};
+    let dir = tempfile::tempdir().unwrap();
+    let on = |name: &str, cluster: &str, seconds: f64| {
+        let mut r = passed(name);
+        r.cluster = Some(cluster.into());
+        r.cluster_seconds = Some(seconds);
+        r.timings = Timings { setup: Some(10.0), recovery: Some(10.0), waiting: Some(15.0), own: Some(OwnTime { commands: 2.0, fault_commands: 1.0, api: 0.5, settling: 2.0, undoing: 0.0 }), ..Default::default() };
+        r
+    };
+    let (ok, out) = table(dir.path(), vec![on("a", "c1", 60.0), on("b", "c1", 0.02), on("c", "c1", 0.02), on("d", "c2", 40.0)]);
+    assert!(ok, "{out}");
+    // Clusters 60.04 + 40 s, phases 80 s; four clusters at a mean 50 s would be 200 + 80 s.
+    assert!(out.contains("kind clusters shared: 180.0s of clusters and phases; a cluster for each of the 4 scenarios (mean creation 50.0s) about 280.0s: 1.56x (target: 3x; one cluster for all: 2.15x)\n"), "{out}");
+    assert!(out.contains("    commands 8.0s (of which the faults' own, in inject and fix: 4.0s), API calls 2.0s, settling 8.0s, undoing 0.0s, the rest 2.0s\n"), "{out}");
+    assert!(out.contains("    without the faults' own commands: 16.0s (20.0 %; target: under 5 %)\n"), "{out}");
 }

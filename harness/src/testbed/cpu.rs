@@ -2,12 +2,14 @@
 //! `ci/suite` wraps around its side-by-side run): every process's CPU time, sampled from
 //! `/proc/PID/stat` each interval, summed per part of the test bed (the API server, etcd, each node's
 //! kubelet and containerd, the shims, the pods, faultlab and its commands, the registries and their
-//! proxies, the rest), beside the machine's own busy time from `/proc/stat`. What ran between two
+//! proxies, the rest), beside the machine's own busy time from `/proc/stat`. A node is named by its
+//! network namespace: the test bed's by its name under `/run/netns`, a kind node (`ci/kind-suite` wraps
+//! its run too) by its container's name, which Docker gives for the container's process. What ran between two
 //! samples and exited before the second is the machine's but no part's: it is shown as such, not
 //! guessed. From it, the lower bound of the command's wall time on this machine: the busy CPU time
 //! over the cores, since the same work cannot take less.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -65,15 +67,26 @@ pub fn part_of(p: &Proc, node: Option<&str>) -> Option<String> {
         Some(n) => format!("{name}@{n}"),
         None => name.to_string(),
     };
+    // On the host (the test bed's control plane) as they are; in a kind node, where they are static
+    // pods, that node's (its cluster's).
+    let control_plane = match p.comm.as_str() {
+        "kube-apiserver" => Some(at("kube-apiserver")),
+        "etcd" => Some(at("etcd")),
+        "kube-controller" | "kube-controller-manager" => Some(at("kube-controller-manager")),
+        "kube-scheduler" => Some(at("kube-scheduler")),
+        "kube-proxy" => Some(at("kube-proxy")),
+        _ => None,
+    };
+    if control_plane.is_some() {
+        return control_plane;
+    }
     if p.in_pod {
         return Some("pods (their containers)".into());
     }
     Some(match p.comm.as_str() {
-        "kube-apiserver" => "kube-apiserver".into(),
-        "etcd" => "etcd".into(),
-        "kube-controller" | "kube-controller-manager" => "kube-controller-manager".into(),
-        "kube-scheduler" => "kube-scheduler".into(),
         "kubelet" => at("kubelet"),
+        // A node's, or this machine's own (the one Docker starts, under kind).
+        "containerd" if node.is_none() => "containerd (this machine's)".into(),
         "containerd" => at("containerd"),
         "faultlab-cri" => at("cri-proxy"),
         c if c.starts_with("containerd-shim") => "containerd shims (and their runc)".into(),
@@ -122,6 +135,82 @@ pub fn netns_names(dir: &Path) -> BTreeMap<u64, String> {
     out
 }
 
+/// The nodes' network namespaces, by inode: the test bed's (named under `/run/netns`) and containers'
+/// (kind's nodes, named by Docker). The inodes looked up and found nameless (a pod's, inside a kind
+/// node; or a node container Docker did not list yet, as it was starting) are asked about again only
+/// after [`Namespaces::RETRY`].
+#[derive(Clone, Debug, Default)]
+pub struct Namespaces {
+    pub names: BTreeMap<u64, String>,
+    /// Of those, the containers'.
+    pub containers: BTreeSet<u64>,
+    nameless: BTreeSet<u64>,
+    refreshed: Option<Instant>,
+}
+
+impl Namespaces {
+    /// How long a namespace found nameless stays so before Docker is asked again.
+    pub const RETRY: Duration = Duration::from_secs(5);
+
+    /// Whether `sample` has a process in a namespace not looked up yet, or in one found nameless
+    /// [`Namespaces::RETRY`] ago or more.
+    pub fn stale(&self, sample: &Sample) -> bool {
+        let retry = self.refreshed.is_none_or(|t| t.elapsed() >= Self::RETRY);
+        sample.procs.iter().filter_map(|p| p.netns).any(|i| !self.names.contains_key(&i) && (retry || !self.nameless.contains(&i)))
+    }
+
+    /// Name the namespaces again: `/run/netns`'s, then Docker's containers' (`containers`: name, pid);
+    /// the inodes of `sample` still without a name are nameless from now on.
+    pub fn refresh(&mut self, run_netns: &Path, proc_dir: &Path, containers: &[(String, u32)], sample: &Sample) {
+        use std::os::unix::fs::MetadataExt;
+        self.names = netns_names(run_netns);
+        self.containers.clear();
+        for (name, pid) in containers {
+            if let Ok(m) = std::fs::metadata(proc_dir.join(pid.to_string()).join("ns/net")) {
+                // This machine's own namespace, the profiler's (a container with --network host), is
+                // nobody's node.
+                if self.names.contains_key(&m.ino()) || proc_dir.join("self/ns/net").metadata().is_ok_and(|h| h.ino() == m.ino()) {
+                    continue;
+                }
+                self.names.insert(m.ino(), name.clone());
+                self.containers.insert(m.ino());
+            }
+        }
+        self.nameless = sample.procs.iter().filter_map(|p| p.netns).filter(|i| !self.names.contains_key(i)).collect();
+        self.refreshed = Some(Instant::now());
+    }
+}
+
+/// The running containers of the Docker `docker` reaches (DOCKER_HOST as set), with their main
+/// process: `docker ps` then `docker inspect`. None where there is no Docker (the test bed's runs).
+pub fn docker_containers() -> Vec<(String, u32)> {
+    let run = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("docker").args(args).stdin(std::process::Stdio::null()).stderr(std::process::Stdio::null()).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let Some(ids) = run(&["ps", "--quiet", "--no-trunc"]) else { return Vec::new() };
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let mut args = vec!["inspect", "--format", "{{.Name}} {{.State.Pid}}"];
+    args.extend(ids);
+    run(&args).map(|text| parse_docker_pids(&text)).unwrap_or_default()
+}
+
+/// `docker inspect --format '{{.Name}} {{.State.Pid}}'`'s lines: name (without Docker's leading `/`)
+/// and pid, for the containers that have a process.
+pub fn parse_docker_pids(text: &str) -> Vec<(String, u32)> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, pid) = l.trim().rsplit_once(' ')?;
+            let pid: u32 = pid.parse().ok().filter(|&p| p > 0)?;
+            let name = name.trim_start_matches('/');
+            (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))).then(|| (name.to_string(), pid))
+        })
+        .collect()
+}
+
 /// Read a sample of this machine's `/proc`.
 pub fn sample(proc_dir: &Path) -> Sample {
     use std::os::unix::fs::MetadataExt;
@@ -146,7 +235,7 @@ pub fn sample(proc_dir: &Path) -> Sample {
 impl Profile {
     /// Add what happened between two samples: each process seen in both (the same start) gives its
     /// delta, one first seen in `now` its whole time (it started since), to its part.
-    pub fn add(&mut self, before: &Sample, now: &Sample, netns: &BTreeMap<u64, String>) {
+    pub fn add(&mut self, before: &Sample, now: &Sample, netns: &Namespaces) {
         self.busy += now.busy.saturating_sub(before.busy);
         self.total += now.total.saturating_sub(before.total);
         self.samples += 1;
@@ -166,19 +255,29 @@ impl Profile {
     }
 
     /// The part of `p`, or of its nearest ancestor that has one; kernel threads (children of kthreadd,
-    /// pid 2) are the kernel's; anything else is "other".
-    fn part(p: &Proc, by_pid: &BTreeMap<u32, &Proc>, netns: &BTreeMap<u64, String>) -> String {
+    /// pid 2) are the kernel's; in a container's node, what has no part up to the container's edge is
+    /// that node's other processes (its init and journal, `docker exec`'s commands); anything else is
+    /// "other".
+    fn part(p: &Proc, by_pid: &BTreeMap<u32, &Proc>, netns: &Namespaces) -> String {
         let mut at = p;
         for _ in 0..32 {
-            let node = at.netns.and_then(|i| netns.get(&i)).map(String::as_str);
+            let node = at.netns.and_then(|i| netns.names.get(&i)).map(String::as_str);
             if let Some(part) = part_of(at, node) {
                 return if std::ptr::eq(at, p) || part.contains('(') { part } else { format!("{part} (its commands)") };
             }
             if at.pid == 2 || at.ppid == 2 {
                 return "kernel threads".into();
             }
+            let container = at.netns.filter(|i| netns.containers.contains(i));
             match by_pid.get(&at.ppid) {
-                Some(parent) if parent.pid != at.pid => at = parent,
+                Some(parent) if parent.pid != at.pid => {
+                    if let (Some(i), Some(name)) = (container, node) {
+                        if parent.netns != Some(i) {
+                            return format!("other processes@{name}");
+                        }
+                    }
+                    at = parent
+                }
                 _ => break,
             }
         }
@@ -245,13 +344,14 @@ pub fn profile_command(argv: &[String], every: Duration) -> std::io::Result<(std
     let mut child = std::process::Command::new(program).args(args).spawn()?;
     let mut profile = Profile { cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), tick_hz: clock_ticks(), ..Default::default() };
     let mut before = sample(proc_dir);
-    let mut netns = netns_names(netns_dir);
+    let mut netns = Namespaces::default();
+    netns.refresh(netns_dir, proc_dir, &docker_containers(), &before);
     let status = loop {
         let waited = child.try_wait()?;
         let now = sample(proc_dir);
         // Namespaces come with the nodes: named again when a new one is seen.
-        if now.procs.iter().any(|p| p.netns.is_some_and(|i| !netns.contains_key(&i))) {
-            netns = netns_names(netns_dir);
+        if netns.stale(&now) {
+            netns.refresh(netns_dir, proc_dir, &docker_containers(), &now);
         }
         profile.add(&before, &now, &netns);
         before = now;
@@ -292,7 +392,7 @@ mod tests {
 
     #[test]
     fn deltas_go_to_parts_and_commands_to_their_ancestors() {
-        let netns: BTreeMap<u64, String> = [(7, "faultlab-node-2".to_string())].into();
+        let netns = Namespaces { names: [(7, "faultlab-node-2".to_string())].into(), ..Default::default() };
         let mut kubelet = proc(10, 1, "kubelet", 100);
         kubelet.netns = Some(7);
         let before = Sample { procs: vec![proc(5, 1, "kube-apiserver", 1000), kubelet.clone(), proc(20, 1, "faultlab", 10)], busy: 1000, total: 4000 };
@@ -328,8 +428,61 @@ mod tests {
         again.start += 1;
         let now = Sample { procs: vec![again], busy: 0, total: 0 };
         let mut p = Profile { tick_hz: 100, ..Default::default() };
-        p.add(&before, &now, &BTreeMap::new());
+        p.add(&before, &now, &Namespaces::default());
         assert_eq!(p.parts["etcd"], 40);
+    }
+
+    #[test]
+    fn a_kind_nodes_processes_are_its_own_and_its_clusters() {
+        // Node container "kind-a-control-plane" (netns 9) under Docker's shim (host netns 1).
+        let ns = |p: &mut Proc, i: u64| p.netns = Some(i);
+        let netns = Namespaces { names: [(9, "kind-a-control-plane".to_string())].into(), containers: [9].into(), ..Default::default() };
+        let mut shim = proc(100, 1, "containerd-shim", 0);
+        ns(&mut shim, 1);
+        let mut init = proc(101, 100, "systemd", 0);
+        ns(&mut init, 9);
+        let mut journal = proc(102, 101, "systemd-journal", 0);
+        ns(&mut journal, 9);
+        let mut api = proc(103, 101, "kube-apiserver", 0);
+        ns(&mut api, 9);
+        api.in_pod = true; // a static pod's
+        let mut kubelet = proc(104, 101, "kubelet", 0);
+        ns(&mut kubelet, 9);
+        let mut mount = proc(105, 104, "mount", 0);
+        ns(&mut mount, 9);
+        let mut exec = proc(106, 100, "sh", 0);
+        ns(&mut exec, 9);
+        let before = Sample { procs: vec![shim.clone(), init.clone(), journal.clone(), api.clone(), kubelet.clone(), mount.clone(), exec.clone()], busy: 0, total: 0 };
+        let bump = |p: &Proc, t: u64| Proc { ticks: p.ticks + t, ..p.clone() };
+        let now = Sample { procs: vec![bump(&shim, 1), bump(&init, 2), bump(&journal, 3), bump(&api, 4), bump(&kubelet, 5), bump(&mount, 6), bump(&exec, 7)], busy: 28, total: 56 };
+        let mut p = Profile { tick_hz: 100, cores: 2, ..Default::default() };
+        p.add(&before, &now, &netns);
+        assert_eq!(p.parts["containerd shims (and their runc)"], 1);
+        assert_eq!(p.parts["other processes@kind-a-control-plane"], 2 + 3 + 7, "init, journal and docker exec's command");
+        assert_eq!(p.parts["kube-apiserver@kind-a-control-plane"], 4);
+        assert_eq!(p.parts["kubelet@kind-a-control-plane"], 5);
+        assert_eq!(p.parts["kubelet@kind-a-control-plane (its commands)"], 6);
+    }
+
+    #[test]
+    fn docker_names_its_containers_processes() {
+        let text = "/kind-a-control-plane 4242\n/stopped 0\n/odd name; rm 7\n/kind-b-worker 17\n";
+        assert_eq!(parse_docker_pids(text), vec![("kind-a-control-plane".to_string(), 4242), ("kind-b-worker".to_string(), 17)]);
+        // This process's own namespace is the host's: never a node's.
+        let me = std::process::id();
+        let mut ns = Namespaces::default();
+        let s = sample(Path::new("/proc"));
+        ns.refresh(Path::new("/nonexistent"), Path::new("/proc"), &[("self".to_string(), me)], &s);
+        assert!(ns.containers.is_empty() && !ns.names.values().any(|n| n == "self"), "{ns:?}");
+        assert!(!ns.stale(&s), "every namespace of the sample was looked up");
+        // One found nameless is asked about again later (a node container Docker did not list yet).
+        let mut other = s.clone();
+        other.procs.push(Proc { pid: 1, ppid: 0, comm: "init".into(), start: 1, ticks: 0, netns: Some(u64::MAX), in_pod: false });
+        assert!(ns.stale(&other), "a namespace not seen before");
+        ns.refresh(Path::new("/nonexistent"), Path::new("/proc"), &[], &other);
+        assert!(!ns.stale(&other));
+        ns.refreshed = ns.refreshed.and_then(|t| t.checked_sub(Namespaces::RETRY));
+        assert!(ns.stale(&other), "nameless for RETRY: asked again");
     }
 
     /// This machine's own /proc reads: at least this process, with a command name.

@@ -57,6 +57,9 @@ impl Browser {
         let mut cmd = Command::new(program);
         cmd.args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-pipe", "--window-size=1280,900"])
             .arg(format!("--user-data-dir={}", profile.path().display()))
+            // Chromium's own scratch directory (org.chromium.Chromium.XXXXXX, left behind) goes in the
+            // profile, which is removed with the browser.
+            .env("TMPDIR", profile.path())
             .arg("about:blank")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
