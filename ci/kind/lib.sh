@@ -20,6 +20,7 @@ FK_DOCKER_EXEC=$FK_RUN/exec
 FK_SOCK=$FK_RUN/docker.sock
 FK_PIDFILE=$FK_RUN/dockerd.pid
 FK_HOSTREC=$FK_LIB/host-record
+[ "$FK_HOSTREC" = "${FL_HOST_RECORDS[1]}" ] || die "ci/testbed/lib.sh's FL_HOST_RECORDS does not name the kind environment's host record $FK_HOSTREC"
 FK_WRAPPER=$FK_LIB/bin/faultlab-runc
 FK_CGROUP_PARENT=faultlab-kind
 # Everything reaches our daemon, never another Docker on the machine.
@@ -49,7 +50,8 @@ FK_FIXED_HOST_PATHS=(/lib/modules /etc/docker/key.json /run/containerd /opt/cont
 # docker.io from bookworm (20.10), kind 0.27.0 from trixie (pinned: only `kind` comes from there).
 # fl_apt_install's policy-rc.d keeps the package's init script from starting a system dockerd (default
 # bridge on a private range) while it is installed.
-fk_install_packages() {
+fk_install_packages() { fl_locked apt fk_install_packages_locked; }
+fk_install_packages_locked() {
   local p missing=()
   fl_ensure_suite trixie kind
   for p in "${FK_PACKAGES[@]}" kind; do
@@ -116,7 +118,8 @@ fk_dockerd_pid() {
 
 # Record which fixed host paths are missing before the first node runs, so down removes exactly those,
 # and the host-global sysctls a kubelet sets, so down puts them back.
-fk_record_host() {
+fk_record_host() { fl_locked host-record fk_record_host_locked; }
+fk_record_host_locked() {
   local p
   [ -d "$FK_HOSTREC" ] && return 0
   mkdir -p "$FK_HOSTREC"

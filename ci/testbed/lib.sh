@@ -305,20 +305,77 @@ FL_PACKAGES=(golang-1.15-go etcd-server containerd runc containernetworking-plug
 FL_KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
+# faultlab's machine-wide locks (harness/src/machine_lock.rs: ROOT_DIR): root's own directory, mode 0700.
+# A run holds host.lock (shared; alone for a fault that reaches past its node into the host) and its
+# ports of 127.0.0.1; these scripts hold apt.lock while they install packages and host-record.lock while
+# they record or put back what the host had. The empty files stay, as in /run/lock.
+FL_LOCK_DIR=/run/faultlab-locks
+
+fl_lock_dir() {
+  mkdir -m 0700 "$FL_LOCK_DIR" 2>/dev/null || true
+  if [ -L "$FL_LOCK_DIR" ] || [ "$(stat -c '%u %a' "$FL_LOCK_DIR")" != "0 700" ]; then
+    die "$FL_LOCK_DIR is not root's own directory of mode 0700 ($(stat -c '%U %a' "$FL_LOCK_DIR")): faultlab keeps its machine-wide locks there; remove it"
+  fi
+}
+
+# fl_locked NAME COMMAND...: run COMMAND (a function too) holding FL_LOCK_DIR/NAME.lock (flock), which other
+# processes of ours take before the same work. Reentrant within this shell; a failure that ends the shell
+# gives the lock back with it.
+fl_locked() {
+  local name=$1 var fd
+  var=FL_LOCKED_${1//-/_}
+  shift
+  if [ -n "${!var:-}" ]; then "$@"; return; fi
+  fl_lock_dir
+  exec {fd}>>"$FL_LOCK_DIR/$name.lock"
+  flock "$fd"
+  printf -v "$var" '%s' "$fd"
+  "$@"
+  unset "$var"
+  exec {fd}>&-
+}
+
+# The host records of our environments that share this host's kernel and fixed paths: the test bed's
+# (FL_HOSTREC) and the kind environment's (ci/kind/lib.sh: FK_HOSTREC). Both may be up at once (.ci/run runs
+# the kind suite beside the test bed's), so the first one up records the host as it was, the next one
+# copies that, and the last one down puts it back (the work under host-record.lock).
+FL_HOST_RECORDS=("$FL_HOSTREC" /var/lib/faultlab-kind/host-record)
+
+# The host records of the environments other than DIR's that are up, one a line.
+fl_peer_records() {
+  local d
+  for d in "${FL_HOST_RECORDS[@]}"; do
+    if [ "$d" != "$1" ] && [ -d "$d" ]; then printf '%s\n' "$d"; fi
+  done
+  return 0
+}
+
 # Record the values of FL_KUBELET_SYSCTLS in DIR (sysctl.<name>), each once: the first record wins.
 # Every kubelet that shares the host's kernel sets them (the test bed's, and a kind node's: /proc/sys
-# is writable in a privileged container and these are not namespaced).
+# is writable in a privileged container and these are not namespaced), so with another environment of
+# ours up, its record is the host's value, not what the kernel says now. Call it under host-record.lock.
 fl_record_sysctls() {
-  local dir=$1 s
+  local dir=$1 s peer from
   mkdir -p "$dir"
   for s in "${FL_KUBELET_SYSCTLS[@]}"; do
-    [ -f "$dir/sysctl.$s" ] || sysctl -n "$s" >"$dir/sysctl.$s"
+    [ ! -f "$dir/sysctl.$s" ] || continue
+    from=""
+    for peer in $(fl_peer_records "$dir"); do
+      if [ -s "$peer/sysctl.$s" ]; then from=$peer/sysctl.$s; break; fi
+    done
+    if [ -n "$from" ]; then cp "$from" "$dir/sysctl.$s"; else sysctl -n "$s" >"$dir/sysctl.$s"; fi
   done
 }
 
-# Put back what fl_record_sysctls recorded in DIR.
+# Put back what fl_record_sysctls recorded in DIR, unless another environment of ours is up: its record
+# holds the same values, and it puts them back when it goes down. Call it under host-record.lock.
 fl_restore_sysctls() {
-  local dir=$1 s f v
+  local dir=$1 s f v peer
+  peer=$(fl_peer_records "$dir" | head -n 1)
+  if [ -n "$peer" ]; then
+    log "the host's kubelet sysctls stay as they are: $(dirname "$peer") is up and puts them back when it goes down"
+    return 0
+  fi
   for s in "${FL_KUBELET_SYSCTLS[@]}"; do
     f=$dir/sysctl.$s
     if [ -s "$f" ]; then
@@ -326,6 +383,41 @@ fl_restore_sysctls() {
       [ "$(sysctl -n "$s")" = "$v" ] || sysctl -qw "$s=$v"
     fi
   done
+}
+
+# Remove a fixed host path that an environment's up found missing and made (or had made), as listed in its
+# host record: the directories kubelets and containerd write to, the files Docker makes, the empty
+# /lib/modules kind nodes mount.
+fl_remove_created_path() {
+  case $1 in
+    /lib/modules) rmdir "$1" 2>/dev/null || log "warning: $1 is not empty; left" ;;
+    /var/log/pods | /var/log/containers | /var/lib/kubelet | /var/lib/cni | /run/containerd | /opt/containerd | /opt/cloud* | /etc/docker/key.json)
+      rm -rf "$1" ;;
+    *) log "warning: $1 is not a path faultlab's set-up makes; left" ;;
+  esac
+}
+
+# Remove the paths listed in DIR's files FILE... (last made, first removed), and those another
+# environment handed over (DIR/handed-paths); with another environment of ours up, hand them all to it
+# instead (it may use them: /run/containerd is both's). Call it under host-record.lock.
+fl_remove_created_paths() {
+  local dir=$1 peer f p
+  shift
+  peer=$(fl_peer_records "$dir" | head -n 1)
+  for f in "$@" handed-paths; do
+    [ -f "$dir/$f" ] || continue
+    if [ -n "$peer" ]; then
+      cat "$dir/$f" >>"$peer/handed-paths"
+      continue
+    fi
+    tac "$dir/$f" | while read -r p; do
+      if [ -n "$p" ]; then fl_remove_created_path "$p"; fi
+    done
+  done
+  if [ -n "$peer" ] && [ -s "$peer/handed-paths" ]; then
+    log "paths made on the host handed to $(dirname "$peer"), which is up: $(sort -u "$peer/handed-paths" | tr '\n' ' ')"
+  fi
+  return 0
 }
 
 # Directories at fixed host paths that Kubernetes 1.20 / containerd 1.6 write to whatever we

@@ -78,7 +78,8 @@ pub fn root() -> PathBuf {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// `e` and its causes, `: `-separated.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -10,7 +10,7 @@
 //! any cycle):
 //! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
 //!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`], [`webterm`]
-//! 2. nodes and the API: [`node`], [`kube_ops`], [`attacher`], [`journal`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
+//! 2. nodes and the API: [`node`], [`kube_ops`], [`attacher`], [`journal`], [`machine_lock`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
 //! 4. observe: [`wait`], [`events`], [`observe`]
 //! 5. faults: [`faults`]
@@ -40,6 +40,7 @@ pub mod image;
 pub mod journal;
 pub mod kube_ops;
 pub mod lease;
+pub mod machine_lock;
 pub mod manifest;
 pub mod names;
 pub mod observe;

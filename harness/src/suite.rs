@@ -294,6 +294,25 @@ pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&
     claim
 }
 
+/// What `scenario` holds on this machine beside other faultlab processes ([`crate::machine_lock`]): on
+/// kind, and on a test bed whose nodes are network namespaces, the host's kernel (alone if the fault
+/// reaches past the node); its helpers' ports on 127.0.0.1 everywhere. Nodes in VMs or over ssh have
+/// kernels of their own. A description that cannot be read counts as sharing this kernel.
+pub fn machine_claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::machine_lock::MachineClaim {
+    let fault = scenario.scenario.fault.fault();
+    let shares_kernel = match choice {
+        ProviderChoice::Kind { .. } => true,
+        ProviderChoice::Existing { description, .. } => crate::testbed::TestBed::read(description)
+            .map(|bed| bed.nodes.iter().any(|n| !matches!(n.access(), Some(crate::node::NodeAccess::Ssh(_)))))
+            .unwrap_or(true),
+    };
+    crate::machine_lock::MachineClaim {
+        shares_kernel,
+        host_wide: shares_kernel && fault.host_wide_on_kind().is_some(),
+        ports: fault.needs().host_ports.iter().filter(|p| !p.on_node_address).map(|p| p.port).collect(),
+    }
+}
+
 /// The places `faultlab run --jobs` spreads scenarios over: the test bed's nodes (from its description),
 /// or on kind clusters of their own. A description that cannot be read gives one place of no name:
 /// each run then says what is wrong with it, as without `--jobs`.
@@ -382,6 +401,21 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
     let mut interrupts = Interrupts::listen();
+    // What it holds on this machine, beside other faultlab processes: taken before its cluster is made
+    // (a kubelet that starts during another's host-wide fault would meet it too), given back after.
+    let machine = machine_claim(scenario, choice);
+    let _machine = tokio::select! {
+        held = crate::machine_lock::acquire(crate::machine_lock::dir(), machine.clone()) => match held {
+            Ok(held) => {
+                if held.waited >= std::time::Duration::from_secs(1) {
+                    rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), machine.describe()));
+                }
+                held
+            }
+            Err(e) => return failed(report, Phase::Setup, crate::home::error_chain(&e)),
+        },
+        name = interrupts.recv() => return failed(report, Phase::Setup, format!("interrupted by {name} while waiting for another faultlab process on this machine ({})", machine.describe())),
+    };
     let (lease, shared) = match take_lease(scenario, choice, options, &rec, &mut interrupts, &mut report, shared).await {
         Ok(taken) => taken,
         Err(r) => return r,
@@ -618,6 +652,24 @@ mod tests {
             let bed = ProviderChoice::Existing { description: "/var/lib/faultlab/testbed/testbed.yaml".into(), target: Default::default() };
             assert_eq!(host_wide_refusal(&s, &bed, false), None);
         }
+    }
+
+    #[test]
+    fn a_run_holds_the_host_where_its_nodes_share_this_kernel_and_its_ports_everywhere() {
+        use crate::machine_lock::MachineClaim;
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed");
+        let bed = |file: &str| ProviderChoice::Existing { description: fixtures.join(file), target: Default::default() };
+        let claim = |name: &str, choice: &ProviderChoice| machine_claim(&scenario(name), choice);
+        assert_eq!(claim("inotify-limit", &kind()), MachineClaim { shares_kernel: true, host_wide: true, ports: vec![] });
+        assert_eq!(claim("inotify-limit", &bed("valid.yaml")), MachineClaim { shares_kernel: true, host_wide: true, ports: vec![] });
+        assert_eq!(claim("configmap-missing", &kind()), MachineClaim { shares_kernel: true, host_wide: false, ports: vec![] });
+        // A node in a VM reached over ssh has a kernel of its own: only 127.0.0.1's ports are this machine's.
+        assert_eq!(claim("inotify-limit", &bed("valid-ssh.yaml")), MachineClaim::default());
+        let slow = claim("image-pull-slow", &bed("valid-ssh.yaml"));
+        assert_eq!(slow.ports, vec![crate::faults::registry::BACKEND_PORT], "{slow:?}");
+        assert!(!slow.shares_kernel);
+        // A description that cannot be read is taken to share this kernel (the run then says what is wrong).
+        assert!(claim("configmap-missing", &bed("no-such.yaml")).shares_kernel);
     }
 
     #[test]

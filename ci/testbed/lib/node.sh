@@ -173,7 +173,8 @@ fl_mntns_isolate() {
 #   created-dirs       fixed host directories that did not exist
 #   run-netns-mount    present if /run/netns was not a mount point (ip netns add makes it one)
 #   cni-netns-before   the cni-* network namespaces that existed before (none of them is ours)
-fl_record_host() {
+fl_record_host() { fl_locked host-record fl_record_host_locked; }
+fl_record_host_locked() {
   mkdir -p "$FL_HOSTREC"
   local d
   [ -f "$FL_HOSTREC/cni-netns-before" ] ||

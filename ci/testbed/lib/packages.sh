@@ -4,6 +4,9 @@
 # Sourced by ci/testbed/lib.sh only.
 
 # ---------------------------------------------------------- packages -------
+# What installs packages, adds apt sources or updates apt's lists holds apt.lock (fl_locked): the kind
+# environment and the test bed may be set up at once, and one's policy-rc.d must not go while the other
+# installs.
 fl_missing_packages() {
   local p missing=()
   for p in "${FL_PACKAGES[@]}"; do
@@ -15,7 +18,8 @@ fl_missing_packages() {
 }
 
 FL_APT_UPDATED=${FL_APT_UPDATED:-0}
-fl_apt_update_once() {
+fl_apt_update_once() { fl_locked apt fl_apt_update_once_locked; }
+fl_apt_update_once_locked() {
   if [ "$FL_APT_UPDATED" = 0 ]; then
     log "apt-get update"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -26,7 +30,8 @@ fl_apt_update_once() {
 
 # Make sure a deb-src entry for bookworm exists; add a deb822 one copied from the
 # configured binary repository if there is none.
-fl_ensure_deb_src() {
+fl_ensure_deb_src() { fl_locked apt fl_ensure_deb_src_locked; }
+fl_ensure_deb_src_locked() {
   local targets uri
   # shellcheck disable=SC2016  # apt's own $(FIELD) syntax
   targets=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE)' 2>/dev/null || true)
@@ -52,7 +57,8 @@ EOF
 # Add another Debian suite from the configured bookworm mirror, pinned so that only the packages named
 # here can come from it (Pin-Priority -1 for everything else): bullseye for Go 1.15 (the Go Kubernetes
 # 1.20 was released with), trixie for kind. Usage: fl_ensure_suite SUITE PACKAGE...
-fl_ensure_suite() {
+fl_ensure_suite() { fl_locked apt fl_ensure_suite_locked "$@"; }
+fl_ensure_suite_locked() {
   local suite=$1 uri src pref want
   shift
   src=/etc/apt/sources.list.d/faultlab-$suite.sources
@@ -91,7 +97,8 @@ fl_installed_packages() {
 # etcd-server, nginx-light, docker-registry and docker.io start theirs: a policy-rc.d that refuses
 # every start, unless the machine has one, removed again whatever happens). What it installed (the
 # packages that were not there before) is added to $FL_SETUP_PACKAGES.
-fl_apt_install() {
+fl_apt_install() { fl_locked apt fl_apt_install_locked "$@"; }
+fl_apt_install_locked() {
   local created=0 rc=0 before
   [ "$#" -gt 0 ] || return 0
   before=$(fl_installed_packages)
@@ -115,7 +122,8 @@ fl_apt_install() {
 # sources and pins it added (/etc/apt/sources.list.d/faultlab-*.sources,
 # /etc/apt/preferences.d/faultlab-*), and its caches (/var/cache/faultlab: the Kubernetes build, images,
 # VM disks, containerd 2, kind's Docker data root). Run after the test bed and kind are down.
-fl_purge_setup() {
+fl_purge_setup() { fl_locked apt fl_purge_setup_locked; }
+fl_purge_setup_locked() {
   local -a pkgs=() installed=()
   local p
   if [ -f "$FL_SETUP_PACKAGES" ]; then mapfile -t pkgs <"$FL_SETUP_PACKAGES"; fi
