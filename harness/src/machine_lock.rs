@@ -9,7 +9,8 @@
 //! - both pass `gate.lock` first: a host-wide fault keeps the gate while it waits, so runs that start
 //!   after it wait behind it, and it is not starved by runs that keep overlapping.
 //!
-//! A port of 127.0.0.1 is `port-N.lock`, held alone. Locks are taken host first, then ports in
+//! The host's disk (a fault that writes a bounded file there) is `host-disk.lock`, and a port of
+//! 127.0.0.1 `port-N.lock`, each held alone. Locks are taken host first, then the disk, then ports in
 //! ascending order, so two processes never wait on each other in a circle. The kernel drops a lock
 //! when its holder dies: a killed run leaves nothing to clean up (the empty files stay, as in
 //! /run/lock).
@@ -66,8 +67,13 @@ pub struct MachineClaim {
     /// Its nodes share this machine's kernel (kind's containers, the test bed's network namespaces),
     /// so a host-wide fault elsewhere reaches them: it holds the host lock, shared.
     pub shares_kernel: bool,
-    /// Its fault reaches past the node into the host: it holds the host lock alone.
+    /// Its fault lowers a limit of the host's kernel for every process (its needs' `host_kernel`):
+    /// it holds the host lock alone.
     pub host_wide: bool,
+    /// Its fault writes a file of bounded size to the host's disk, checking the free space first (kind's
+    /// disk faults): it holds `host-disk.lock`, so that no other such fault fills the disk between its
+    /// check and its writes.
+    pub host_disk: bool,
     /// Ports of 127.0.0.1 its helpers listen on.
     pub ports: Vec<u16>,
 }
@@ -75,7 +81,7 @@ pub struct MachineClaim {
 impl MachineClaim {
     /// Does it hold anything?
     pub fn is_empty(&self) -> bool {
-        !self.shares_kernel && !self.host_wide && self.ports.is_empty()
+        !self.shares_kernel && !self.host_wide && !self.host_disk && self.ports.is_empty()
     }
 
     /// In words, for a run's record: `the host, alone; port 5446 of 127.0.0.1`.
@@ -85,6 +91,9 @@ impl MachineClaim {
             parts.push("the host, alone".to_string());
         } else if self.shares_kernel {
             parts.push("the host, shared".to_string());
+        }
+        if self.host_disk {
+            parts.push("the host's disk".to_string());
         }
         for p in &self.ports {
             parts.push(format!("port {p} of 127.0.0.1"));
@@ -132,8 +141,9 @@ pub fn acquire_blocking(dir: &Path, claim: &MachineClaim) -> Result<Held, Machin
     let mut ports = claim.ports.clone();
     ports.sort_unstable();
     ports.dedup();
-    for port in ports {
-        let (path, file) = open(dir, &format!("port-{port}.lock"))?;
+    let alone = claim.host_disk.then(|| "host-disk.lock".to_string()).into_iter().chain(ports.iter().map(|p| format!("port-{p}.lock")));
+    for name in alone {
+        let (path, file) = open(dir, &name)?;
         lock(&path, &file, false)?;
         files.push(file);
     }
@@ -155,7 +165,7 @@ mod tests {
     use std::sync::mpsc;
 
     fn claim(shares_kernel: bool, host_wide: bool, ports: &[u16]) -> MachineClaim {
-        MachineClaim { shares_kernel, host_wide, ports: ports.to_vec() }
+        MachineClaim { shares_kernel, host_wide, host_disk: false, ports: ports.to_vec() }
     }
 
     /// Take `c` in a thread of its own (a lock held through this thread's other open file would not
@@ -213,6 +223,17 @@ mod tests {
         assert!(same.recv_timeout(SOON).is_err(), "the same port waits");
         drop(a);
         same.recv_timeout(LONG).expect("taken once given back");
+    }
+
+    #[test]
+    fn one_fault_at_a_time_fills_the_host_s_disk_and_runs_beside_others() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("locks");
+        let disk = MachineClaim { shares_kernel: true, host_disk: true, ..Default::default() };
+        let _a = acquire_blocking(&dir, &disk).unwrap();
+        let _run = spawn(&dir, claim(true, false, &[])).recv_timeout(SOON).expect("an ordinary run beside it");
+        assert!(spawn(&dir, disk.clone()).recv_timeout(SOON).is_err(), "a second disk fault waits");
+        assert_eq!(disk.describe(), "the host, shared; the host's disk");
     }
 
     #[test]

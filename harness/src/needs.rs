@@ -33,6 +33,10 @@ pub struct Needs {
     /// Ports of this machine that the fault's helpers listen on (a run's registry and its proxy): two
     /// scenarios naming the same port on the same address never run at once (`faultlab run --jobs`).
     pub host_ports: Vec<crate::schedule::HostPort>,
+    /// The fault lowers a limit of the host's kernel for every process on it (a sysctl that is not
+    /// namespaced for the nodes): on nodes that share this machine's kernel (kind's, the test bed's), no
+    /// other run, of this faultlab process or another, may run beside it ([`crate::machine_lock`]).
+    pub host_kernel: bool,
 }
 
 impl Needs {
@@ -103,6 +107,7 @@ impl Needs {
             csi_driver: self.csi_driver || other.csi_driver,
             disk_writes_mib: self.disk_writes_mib.max(other.disk_writes_mib),
             host_ports: Vec::new(),
+            host_kernel: false,
         })
     }
 }

@@ -296,7 +296,8 @@ pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&
 
 /// What `scenario` holds on this machine beside other faultlab processes ([`crate::machine_lock`]): on
 /// kind, and on a test bed whose nodes are network namespaces, the host's kernel (alone if the fault
-/// reaches past the node); its helpers' ports on 127.0.0.1 everywhere. Nodes in VMs or over ssh have
+/// lowers one of its limits), and the host's disk for the other faults that reach past the node (kind's
+/// loop files, bounded and checked); its helpers' ports on 127.0.0.1 everywhere. Nodes in VMs or over ssh have
 /// kernels of their own. A description that cannot be read counts as sharing this kernel.
 pub fn machine_claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::machine_lock::MachineClaim {
     let fault = scenario.scenario.fault.fault();
@@ -306,10 +307,12 @@ pub fn machine_claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::machi
             .map(|bed| bed.nodes.iter().any(|n| !matches!(n.access(), Some(crate::node::NodeAccess::Ssh(_)))))
             .unwrap_or(true),
     };
+    let needs = fault.needs();
     crate::machine_lock::MachineClaim {
         shares_kernel,
-        host_wide: shares_kernel && fault.host_wide_on_kind().is_some(),
-        ports: fault.needs().host_ports.iter().filter(|p| !p.on_node_address).map(|p| p.port).collect(),
+        host_wide: shares_kernel && needs.host_kernel,
+        host_disk: shares_kernel && fault.host_wide_on_kind().is_some() && !needs.host_kernel,
+        ports: needs.host_ports.iter().filter(|p| !p.on_node_address).map(|p| p.port).collect(),
     }
 }
 
@@ -372,7 +375,7 @@ pub fn kind_cluster_groups(scenarios: Vec<Loaded>) -> Vec<(Loaded, Needs)> {
                 members.push(s);
             }
             None => {
-                let cluster = Needs { host_ports: Vec::new(), ..own };
+                let cluster = Needs { host_ports: Vec::new(), host_kernel: false, ..own };
                 groups.push((cluster, vec![s]));
             }
         }
@@ -401,20 +404,14 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         Err(e) => return failed(report, Phase::Setup, e.to_string()),
     };
     let mut interrupts = Interrupts::listen();
-    // What it holds on this machine, beside other faultlab processes: taken before its cluster is made
-    // (a kubelet that starts during another's host-wide fault would meet it too), given back after.
+    // What it holds on this machine beside other faultlab processes: the host shared while its cluster
+    // is made (a kubelet that starts during another's host-wide fault would meet it too); a host-wide
+    // fault then lets go and waits to hold it alone, so that others' runs do not wait out the making.
     let machine = machine_claim(scenario, choice);
-    let _machine = tokio::select! {
-        held = crate::machine_lock::acquire(crate::machine_lock::dir(), machine.clone()) => match held {
-            Ok(held) => {
-                if held.waited >= std::time::Duration::from_secs(1) {
-                    rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), machine.describe()));
-                }
-                held
-            }
-            Err(e) => return failed(report, Phase::Setup, crate::home::error_chain(&e)),
-        },
-        name = interrupts.recv() => return failed(report, Phase::Setup, format!("interrupted by {name} while waiting for another faultlab process on this machine ({})", machine.describe())),
+    let making = crate::machine_lock::MachineClaim { host_wide: false, ..machine.clone() };
+    let held = match hold_machine(&making, &rec, &mut interrupts).await {
+        Ok(held) => held,
+        Err(why) => return failed(report, Phase::Setup, why),
     };
     let (lease, shared) = match take_lease(scenario, choice, options, &rec, &mut interrupts, &mut report, shared).await {
         Ok(taken) => taken,
@@ -429,17 +426,39 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
         None => options.clone(),
     };
     let moves = scenario.scenario.fault.fault().needs().moves_between_nodes;
-    let mut report = match connect(lease.provider(), &lease.cluster, &connecting, moves, &rec, &mut interrupts).await {
-        Ok((ready, platform)) => {
-            drop(interrupts);
-            report.platform = platform;
-            execute_on(scenario, ready, options, &rec, report, &store).await
-        }
-        Err(e) => e.report(report, Phase::Setup),
+    let held = if machine.host_wide {
+        drop(held);
+        hold_machine(&machine, &rec, &mut interrupts).await
+    } else {
+        Ok(held)
+    };
+    let mut report = match held {
+        Err(why) => failed(report, Phase::Setup, why),
+        Ok(_held) => match connect(lease.provider(), &lease.cluster, &connecting, moves, &rec, &mut interrupts).await {
+            Ok((ready, platform)) => {
+                drop(interrupts);
+                report.platform = platform;
+                execute_on(scenario, ready, options, &rec, report, &store).await
+            }
+            Err(e) => e.report(report, Phase::Setup),
+        },
     };
     lease.end(scenario.name(), &mut report, shared, &rec).await;
     report.record = rec.entries();
     report
+}
+
+/// Take what `claim` holds on this machine ([`crate::machine_lock`]), saying in the record how long it
+/// waited if it did; or why not (interrupted, or the lock directory is not to be trusted).
+async fn hold_machine(claim: &crate::machine_lock::MachineClaim, rec: &Recorder, interrupts: &mut Interrupts) -> Result<crate::machine_lock::Held, String> {
+    let held = tokio::select! {
+        held = crate::machine_lock::acquire(crate::machine_lock::dir(), claim.clone()) => held.map_err(|e| crate::home::error_chain(&e))?,
+        name = interrupts.recv() => return Err(format!("interrupted by {name} while waiting for another faultlab process on this machine ({})", claim.describe())),
+    };
+    if held.waited >= std::time::Duration::from_secs(1) {
+        rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), claim.describe()));
+    }
+    Ok(held)
 }
 
 /// The lease for `scenario` on `choice`: on kind with a pool, the shared cluster of its needs; else a
@@ -660,9 +679,11 @@ mod tests {
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testbed");
         let bed = |file: &str| ProviderChoice::Existing { description: fixtures.join(file), target: Default::default() };
         let claim = |name: &str, choice: &ProviderChoice| machine_claim(&scenario(name), choice);
-        assert_eq!(claim("inotify-limit", &kind()), MachineClaim { shares_kernel: true, host_wide: true, ports: vec![] });
-        assert_eq!(claim("inotify-limit", &bed("valid.yaml")), MachineClaim { shares_kernel: true, host_wide: true, ports: vec![] });
-        assert_eq!(claim("configmap-missing", &kind()), MachineClaim { shares_kernel: true, host_wide: false, ports: vec![] });
+        let host = |host_wide, host_disk| MachineClaim { shares_kernel: true, host_wide, host_disk, ports: vec![] };
+        assert_eq!(claim("inotify-limit", &kind()), host(true, false));
+        assert_eq!(claim("inotify-limit", &bed("valid.yaml")), host(true, false));
+        assert_eq!(claim("disk-full", &kind()), host(false, true), "a bounded file on the host's disk, one such at a time");
+        assert_eq!(claim("configmap-missing", &kind()), host(false, false));
         // A node in a VM reached over ssh has a kernel of its own: only 127.0.0.1's ports are this machine's.
         assert_eq!(claim("inotify-limit", &bed("valid-ssh.yaml")), MachineClaim::default());
         let slow = claim("image-pull-slow", &bed("valid-ssh.yaml"));

@@ -35,6 +35,8 @@ use crate::wait;
 pub enum TrainingError {
     #[error("no training session: start one with `faultlab train <scenario>`")]
     NoSession,
+    #[error("taking this machine's locks (beside other faultlab processes) to break the cluster")]
+    MachineLock(#[source] crate::machine_lock::MachineLockError),
     #[error("several training sessions are open ({}); name one with --session or FAULTLAB_SESSION", .0.join(", "))]
     WhichSession(Vec<String>),
     #[error("no training session {0:?} (open: {1})")]
@@ -520,6 +522,14 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
         false => (loaded.clone(), BTreeMap::new()),
     };
     let loaded = &loaded;
+    // Making the cluster and breaking it hold what a run of the scenario holds on this machine (a kind
+    // node's systemd, starting while another process's fault lowers the host's inotify limit, fails).
+    // The trainee's time holds nothing: its cluster is then as exposed as a shared cluster between runs.
+    let machine = crate::suite::machine_claim(loaded, choice);
+    let held = crate::machine_lock::acquire(crate::machine_lock::dir(), machine.clone()).await.map_err(TrainingError::MachineLock)?;
+    if held.waited >= Duration::from_secs(1) {
+        rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), machine.describe()));
+    }
     let provider = training_provider(loaded, choice, start.blind);
     let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
     let (mut run, node, client) = match start_run(loaded, &cluster, allow_existing, start.blind, &rec).await {

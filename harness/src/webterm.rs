@@ -86,6 +86,13 @@ pub enum WebTermError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--user {user}: that user cannot run faultlab at {} (a directory above it is closed to them, or the file is not theirs to run), and the trainee's `faultlab` is that program; put faultlab where every user can run it (for example `cargo install --path harness --root /usr/local`)", exe.display())]
+    ExeUnreachable {
+        user: String,
+        exe: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the terminal's recording {}, line {line}: {source}", path.display())]
     RecordingLine {
         path: PathBuf,
@@ -551,6 +558,29 @@ pub fn private_home(user: &User) -> Result<tempfile::TempDir, WebTermError> {
     Ok(dir)
 }
 
+/// Check that `user` can run `exe` (faultlab itself, which the trainee's shell finds on its PATH): run
+/// `exe --version` as that user. Started as root only (as [`Shell`]'s user is).
+pub fn check_runs_as(user: &User, exe: &Path) -> Result<(), WebTermError> {
+    use std::os::unix::process::CommandExt;
+    let unreachable = |source| WebTermError::ExeUnreachable { user: user.name.clone(), exe: exe.to_owned(), source };
+    let status = std::process::Command::new(exe)
+        .arg("--version")
+        .uid(user.uid)
+        .gid(user.gid)
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(unreachable)?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(unreachable(std::io::Error::other(format!("`{} --version` as {} ended with {status}", exe.display(), user.name))))
+    }
+}
+
 /// Write `bytes` to a new file `name` in `home` (a [`private_home`]), 0600 and `user`'s.
 pub fn give_file(home: &Path, name: &str, bytes: &[u8], user: &User) -> Result<PathBuf, WebTermError> {
     use std::io::Write;
@@ -684,6 +714,26 @@ fn call_broker_to(socket: &Path, args: Vec<String>, out: &mut impl std::io::Writ
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trainee_who_cannot_reach_faultlab_is_told_before_the_terminal_starts() {
+        // Runs a program as another user: root only (CI's and this project's machines run tests as root).
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("not root: running a program as nobody needs root");
+            return;
+        }
+        let nobody = User::named("nobody").unwrap();
+        check_runs_as(&nobody, Path::new("/bin/true")).unwrap();
+        let closed = tempfile::tempdir().unwrap();
+        let exe = closed.path().join("faultlab");
+        std::fs::copy("/bin/true", &exe).unwrap();
+        // A checkout in root's home, or a clone in a directory made 0700, as the instructor left it.
+        std::fs::set_permissions(closed.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let e = check_runs_as(&nobody, &exe).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with(&format!("--user nobody: that user cannot run faultlab at {}", exe.display())), "{text}");
+        assert!(text.contains("cargo install --path harness --root /usr/local"), "{text}");
+    }
 
     #[test]
     fn the_line_editor_keeps_what_was_entered() {

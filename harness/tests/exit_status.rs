@@ -9,6 +9,8 @@ fn faultlab(args: &[&str], state: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_faultlab"));
     c.args(args)
         .env("FAULTLAB_STATE_DIR", state)
+        // Machine locks of their own: a real run elsewhere on this machine (CI's kind suite) holds the host.
+        .env("FAULTLAB_LOCK_DIR", state.join("locks"))
         .env_remove("FAULTLAB_SCENARIOS")
         .env_remove("FAULTLAB_EXPECTATIONS")
         .env_remove("FAULTLAB_STRICT_SNAPSHOTS")

@@ -34,6 +34,8 @@ fn run(dir: &Path, jobs: &str) -> SuiteReport {
     let out = duct::cmd!(env!("CARGO_BIN_EXE_faultlab"), "run", "--all", "--jobs", jobs, "--provider", "existing", "--output", "json")
         .env("FAULTLAB_TESTBED", &bed)
         .env("FAULTLAB_STATE_DIR", dir.join("state"))
+        // Machine locks of their own: a real run elsewhere on this machine (CI's kind suite) holds the host.
+        .env("FAULTLAB_LOCK_DIR", dir.join("locks"))
         .env("RUST_LOG", "off")
         .stdout_capture()
         .stderr_capture()

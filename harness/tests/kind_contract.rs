@@ -87,6 +87,9 @@ impl Bed {
         c.args(args)
             .env("PATH", self.path_env())
             .env("FAULTLAB_STATE_DIR", &self.faultlab_state)
+            // Machine locks of their own: the stand-in kind is no node of this machine's kernel, and a
+            // real run elsewhere on it (CI's kind suite) holds the host.
+            .env("FAULTLAB_LOCK_DIR", self.faultlab_state.join("locks"))
             .env("FAULTLAB_SCENARIOS", faultlab::scenario::default_dir())
             .env("FAULTLAB_TESTBED", self.state.join("no-testbed.yaml"))
             .env("FAULTLAB_EXPECTATIONS", self.state.join("expectations"))

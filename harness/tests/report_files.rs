@@ -10,6 +10,8 @@ fn faultlab(args: &[&str], state: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_faultlab"))
         .args(args)
         .env("FAULTLAB_STATE_DIR", state)
+        // Machine locks of their own: a real run elsewhere on this machine (CI's kind suite) holds the host.
+        .env("FAULTLAB_LOCK_DIR", state.join("locks"))
         .env("FAULTLAB_SCENARIOS", faultlab::scenario::default_dir())
         .env_remove("FAULTLAB_EXPECTATIONS")
         .env_remove("FAULTLAB_STRICT_SNAPSHOTS")

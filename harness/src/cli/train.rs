@@ -177,6 +177,9 @@ pub async fn terminal(session: Option<&str>, listen: std::net::SocketAddr, shell
     if user.is_some() && unsafe { libc::geteuid() } != 0 {
         return Err(webterm::WebTermError::NotRoot.into());
     }
+    if let Some(u) = &user {
+        webterm::check_runs_as(u, &std::env::current_exe()?)?;
+    }
     let home = user.as_ref().map(webterm::private_home).transpose()?;
     let mut broker = None;
     let trainee = match (&user, &home) {

@@ -158,6 +158,10 @@ impl Fault for InotifyLimit {
         problems
     }
 
+    fn needs(&self) -> crate::needs::Needs {
+        crate::needs::Needs { host_kernel: true, ..Default::default() }
+    }
+
     fn reach(&self) -> Reach {
         Reach::Host(format!(
             "{SYSCTL} is a limit per user namespace, and a kind node runs in the host's: lowering it lowers it for every \
