@@ -110,6 +110,15 @@ pub struct Held {
     pub waited: Duration,
 }
 
+impl Held {
+    /// For a run's record, if taking `claim` waited a second or more: `waited 25.7 s for another
+    /// faultlab process on this machine (the host, shared)`.
+    pub fn waited_note(&self, claim: &MachineClaim) -> Option<String> {
+        (self.waited >= Duration::from_secs(1))
+            .then(|| format!("waited {:.1} s for another faultlab process on this machine ({})", self.waited.as_secs_f64(), claim.describe()))
+    }
+}
+
 fn open(dir: &Path, name: &str) -> Result<(PathBuf, File), MachineLockError> {
     let path = dir.join(name);
     let file = statefile::open_append(&path).map_err(|source| MachineLockError::Open { path: path.clone(), source })?;
@@ -211,6 +220,9 @@ mod tests {
         let _h = spawn(&dir, claim(false, false, &[5446])).recv_timeout(SOON).expect("nodes in VMs or over ssh are not the host's");
         let nothing = acquire_blocking(&dir, &MachineClaim::default()).unwrap();
         assert_eq!(nothing.waited, Duration::ZERO);
+        assert_eq!(nothing.waited_note(&MachineClaim::default()), None);
+        let waited = Held { _files: Vec::new(), waited: Duration::from_millis(25_740) };
+        assert_eq!(waited.waited_note(&claim(true, false, &[])).as_deref(), Some("waited 25.7 s for another faultlab process on this machine (the host, shared)"));
     }
 
     #[test]

@@ -455,8 +455,8 @@ async fn hold_machine(claim: &crate::machine_lock::MachineClaim, rec: &Recorder,
         held = crate::machine_lock::acquire(crate::machine_lock::dir(), claim.clone()) => held.map_err(|e| crate::home::error_chain(&e))?,
         name = interrupts.recv() => return Err(format!("interrupted by {name} while waiting for another faultlab process on this machine ({})", claim.describe())),
     };
-    if held.waited >= std::time::Duration::from_secs(1) {
-        rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), claim.describe()));
+    if let Some(note) = held.waited_note(claim) {
+        rec.push(crate::record::Channel::Note, note);
     }
     Ok(held)
 }

@@ -527,8 +527,8 @@ pub async fn train(loaded: &Loaded, choice: &ProviderChoice, allow_existing: Opt
     // The trainee's time holds nothing: its cluster is then as exposed as a shared cluster between runs.
     let machine = crate::suite::machine_claim(loaded, choice);
     let held = crate::machine_lock::acquire(crate::machine_lock::dir(), machine.clone()).await.map_err(TrainingError::MachineLock)?;
-    if held.waited >= Duration::from_secs(1) {
-        rec.push(crate::record::Channel::Note, format!("waited {:.1} s for another faultlab process on this machine ({})", held.waited.as_secs_f64(), machine.describe()));
+    if let Some(note) = held.waited_note(&machine) {
+        rec.push(crate::record::Channel::Note, note);
     }
     let provider = training_provider(loaded, choice, start.blind);
     let cluster = provider.provision(&rec).await.map_err(TrainingError::Provider)?;
