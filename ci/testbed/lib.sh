@@ -335,6 +335,16 @@ fl_locked() {
   exec {fd}>&-
 }
 
+# fl_host_shared COMMAND...: run COMMAND (a program, not a function) holding FL_LOCK_DIR/host.lock shared, as a
+# faultlab run whose nodes share this kernel does (harness/src/machine_lock.rs), so that no host-wide fault of
+# a faultlab process beside it (inotify-limit on kind) lowers a kernel limit while COMMAND starts kubelets.
+# flock(1) holds the lock itself (-o): the daemons COMMAND starts do not inherit it. Never around faultlab's
+# own runs on this test bed: a host-wide one would wait for it for ever.
+fl_host_shared() {
+  fl_lock_dir
+  flock -o -s "$FL_LOCK_DIR/host.lock" "$@"
+}
+
 # The host records of our environments that share this host's kernel and fixed paths: the test bed's
 # (FL_HOSTREC) and the kind environment's (ci/kind/lib.sh: FK_HOSTREC). Both may be up at once (.ci/run runs
 # the kind suite beside the test bed's), so the first one up records the host as it was, the next one

@@ -43,7 +43,9 @@ pub struct Options {
     pub jobs: Option<usize>,
     /// On kind, a cluster of its own for every scenario (`--fresh-cluster`).
     pub fresh_cluster: bool,
-    /// Start no scenario once this much time has passed (`--budget`).
+    /// Start no scenario once this much time has passed (`--budget`). Those left out are the last in
+    /// the order given (`--rotate` chooses it): with a budget the batch keeps that order instead of the
+    /// scheduler's, whose longest deadlines first would leave out the same short ones every time.
     pub budget: Option<Duration>,
 }
 
@@ -117,10 +119,11 @@ impl<'a> Batch<'a> {
         self.jobs
     }
 
-    /// Run the batch: those that must run alone first, the rest side by side as the slots and their
-    /// claims allow, until every entry ended, the budget stops new starts, or a signal does.
+    /// Run the batch in the scheduler's order (cluster-wide ones first, host-wide ones last; with a
+    /// budget, the order given), side by side as the slots and their claims allow, until every entry
+    /// ended, the budget stops new starts, or a signal does.
     pub async fn run(&self, options: &Options, watch: &mut dyn Watch) -> Result<Outcome, BatchError> {
-        let mut state = State::new(self);
+        let mut state = State::new(self, options.budget.is_none());
         let started = Instant::now();
         let mut running = futures::stream::FuturesUnordered::new();
         loop {
@@ -164,12 +167,13 @@ struct State<'b> {
 }
 
 impl<'b> State<'b> {
-    fn new(batch: &'b Batch<'b>) -> Self {
+    /// `reorder`: in the scheduler's order ([`Scheduler::order`]); else in the batch's own.
+    fn new(batch: &'b Batch<'b>, reorder: bool) -> Self {
         let sched = Scheduler::new(suite::places(batch.choice), batch.jobs);
         let claims: Vec<Claim> = batch.entries.iter().map(|e| e.claim.clone()).collect();
         let n = batch.entries.len();
         State {
-            pending: sched.order(&claims),
+            pending: if reorder { sched.order(&claims) } else { (0..n).collect() },
             sched,
             pools: (0..batch.jobs).map(|_| Some(SharedClusters::default())).collect(),
             done: (0..n).map(|_| None).collect(),
@@ -260,6 +264,20 @@ impl<'b> State<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_a_budget_the_batch_keeps_the_order_given() {
+        let names = ["configmap-missing", "image-pull-slow", "inotify-limit", "controller-manager-down"];
+        let scenarios: Vec<Loaded> = names.iter().map(|n| crate::scenario::find(&crate::scenario::default_dir(), n).unwrap()).collect();
+        // A description that cannot be read: one place, two jobs.
+        let choice = ProviderChoice::Existing { description: "/nonexistent/testbed.yaml".into(), target: Default::default() };
+        let batch = Batch::new(scenarios, &choice, &Options { jobs: Some(2), ..Default::default() });
+        let order = |s: State| s.pending.iter().map(|&i| batch.entries[i].scenario.name().to_string()).collect::<Vec<_>>();
+        assert_eq!(order(State::new(&batch, false)), names, "with a budget: as given (--rotate's order)");
+        let reordered = order(State::new(&batch, true));
+        assert_eq!(reordered.first().map(String::as_str), Some("controller-manager-down"), "without one: cluster-wide first, {reordered:?}");
+        assert_eq!(reordered.last().map(String::as_str), Some("inotify-limit"), "host-wide last, {reordered:?}");
+    }
 
     #[test]
     fn a_second_shared_cluster_only_for_enough_scenarios_or_another_group() {

@@ -214,17 +214,28 @@ impl Scheduler {
         })
     }
 
-    /// The order to offer `claims` in (indices): those that must run alone first, then the rest, the
-    /// longest [`Claim::budget`] first, ties in their own order. One that must run alone waits for
-    /// everything running to end, and nothing passes it; among the others, each such wait drains the
-    /// places while the longest running one finishes. At the start nothing runs, so they cost only
-    /// their own time there. Then the long ones start while every place is free: one that started
-    /// last would hold the batch's end by its whole length (image-pull-slow did, for 180 s of a
-    /// 514 s side-by-side run on the test bed). With one job the order stays as given.
+    /// The order to offer `claims` in (indices): those that must run alone on a shared cluster first, then
+    /// the rest, the longest [`Claim::budget`] first, ties in their own order, and host-wide ones last.
+    /// One that must run alone waits for everything running to end, and nothing passes it; among the
+    /// others, each such wait drains the places while the longest running one finishes. At the start
+    /// nothing runs, so they cost only their own time there. Then the long ones start while every place
+    /// is free: one that started last would hold the batch's end by its whole length (image-pull-slow
+    /// did, for 180 s of a 514 s side-by-side run on the test bed). A host-wide one also waits for every
+    /// other faultlab process on this machine to end what it runs (the machine's host lock), and holds
+    /// every place here while it waits: at the start, another process is most likely in full swing (CI's
+    /// kind suite beside the test bed's: the test bed's scenarios took 891 s instead of 688 so, and a
+    /// kind run that went first waited 374.6 s for the test bed's runs, its own places idle and the test bed's new runs queued behind it); at
+    /// the end, most of this process's work is done, and the other's more likely too. With one job the
+    /// order stays as given.
     pub fn order(&self, claims: &[Claim]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..claims.len()).collect();
         if self.jobs > 1 {
-            order.sort_by_key(|&i| (!self.alone(&claims[i]), std::cmp::Reverse(claims[i].budget)));
+            let group = |c: &Claim| match c.scope {
+                Scope::Host => 2,
+                _ if self.alone(c) => 0,
+                _ => 1,
+            };
+            order.sort_by_key(|&i| (group(&claims[i]), std::cmp::Reverse(claims[i].budget)));
         }
         order
     }
@@ -419,19 +430,38 @@ mod tests {
     }
 
     #[test]
-    fn those_that_must_run_alone_are_offered_first_when_several_may_run() {
+    fn cluster_wide_ones_are_offered_first_and_host_wide_ones_last_when_several_may_run() {
         let claims = [claim(Scope::Node), claim(Scope::Cluster), claim(Scope::Namespace), claim(Scope::Host), claim(Scope::Node)];
-        assert_eq!(Scheduler::new(nodes(3), 6).order(&claims), [1, 3, 0, 2, 4], "alone ones first, each group in its order");
+        assert_eq!(Scheduler::new(nodes(3), 6).order(&claims), [1, 0, 2, 4, 3], "cluster-wide first, host-wide last, each group in its order");
         assert_eq!(Scheduler::new(nodes(3), 1).order(&claims), [0, 1, 2, 3, 4], "one after the other: as given");
-        // On kind, cluster-wide ones each have a cluster of their own: only host-wide ones go first.
-        assert_eq!(Scheduler::new(Places::Clusters(2), 2).order(&claims), [3, 0, 1, 2, 4]);
+        // On kind, cluster-wide ones each have a cluster of their own: none goes first.
+        assert_eq!(Scheduler::new(Places::Clusters(2), 2).order(&claims), [0, 1, 2, 4, 3]);
     }
 
     #[test]
-    fn the_longest_deadlines_are_offered_first_after_those_that_run_alone() {
+    fn a_host_wide_one_goes_last_and_still_runs_alone() {
+        let with = |scope, secs| Claim { budget: std::time::Duration::from_secs(secs), ..claim(scope) };
+        let claims = [with(Scope::Host, 60), with(Scope::Node, 300), with(Scope::Cluster, 30), with(Scope::Namespace, 420)];
+        assert_eq!(Scheduler::new(nodes(3), 3).order(&claims), [2, 3, 1, 0], "cluster-wide first, host-wide last");
+        assert_eq!(Scheduler::new(Places::Clusters(2), 2).order(&claims), [3, 1, 2, 0]);
+        assert_eq!(Scheduler::new(nodes(3), 1).order(&claims), [0, 1, 2, 3], "one after the other: as given");
+        // Last, it still runs alone: it waits for the others to end.
+        let mut s = Scheduler::new(nodes(3), 3);
+        let mut pending: Vec<(usize, Claim)> = s.order(&claims).into_iter().map(|i| (i, claims[i].clone())).collect();
+        assert_eq!(fill(&mut s, &mut pending), [(2, 0)], "cluster-wide alone");
+        s.finish(2);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 0), (1, 1)]);
+        s.finish(3);
+        assert_eq!(fill(&mut s, &mut pending), [], "host-wide waits for the last one");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)]);
+    }
+
+    #[test]
+    fn the_longest_deadlines_are_offered_first() {
         let with = |scope, secs| Claim { budget: std::time::Duration::from_secs(secs), ..claim(scope) };
         let claims = [with(Scope::Node, 300), with(Scope::Namespace, 420), with(Scope::Host, 60), with(Scope::Node, 420), with(Scope::Node, 300)];
-        assert_eq!(Scheduler::new(nodes(3), 6).order(&claims), [2, 1, 3, 0, 4], "alone first; then 7 min before 5 min, ties as given");
+        assert_eq!(Scheduler::new(nodes(3), 6).order(&claims), [1, 3, 0, 4, 2], "7 min before 5 min, ties as given; host-wide last");
         assert_eq!(Scheduler::new(nodes(3), 1).order(&claims), [0, 1, 2, 3, 4], "one after the other: as given");
     }
 

@@ -44,9 +44,13 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
-/// A free TCP port of 127.0.0.1 (the kernel's choice, released at once).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Two free TCP ports of 127.0.0.1, not the same one (the kernel's choice, released at once): nginx's
+/// and the registry's behind it. Not the scenarios' 5446 and 5447, which a run beside this test may hold
+/// (CI's kind suite runs image-pull-slow while ci/test runs this).
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
 }
 
 fn profile() -> NodeProfile {
@@ -98,7 +102,8 @@ fn push_and_serve() -> Result<(), Failed> {
     let rt = tokio::runtime::Runtime::new()?;
     let state = tempfile::tempdir()?;
     let ctx = ctx("fl-registry-push-test");
-    let spec = Spec { port: free_port(), proxy: true, ..Spec::main(false) };
+    let (port, backend_port) = free_ports();
+    let spec = Spec { port, backend_port, proxy: true, ..Spec::main(false) };
     let reg = Registry { dir: state.path().join("registry"), spec, profile: ctx.node.profile.registry.clone().unwrap() };
     let result = rt.block_on(async {
         reg.start(&ctx).await.map_err(|e| format!("start: {e}"))?;

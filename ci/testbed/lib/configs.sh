@@ -30,10 +30,12 @@ fl_write_cni_config() {
 # The selected node's own CNI plugin directory: a link to each plugin of the host's /usr/lib/cni (so a
 # fault that takes a plugin away, cni-plugin-missing, takes it from this node only). A missing link is
 # made again (status 0: containerd's CNI changed); a file of another kind there is fatal.
+# FL_CNI_PLUGINS: where the host's plugins are (Debian's containernetworking-plugins; test-lib's own).
+FL_CNI_PLUGINS=${FL_CNI_PLUGINS:-/usr/lib/cni}
 fl_cni_bin_links() {
   local made=1 plugin name
   mkdir -p "$FL_CNI_BIN_DIR"
-  for plugin in /usr/lib/cni/*; do
+  for plugin in "$FL_CNI_PLUGINS"/*; do
     [ -f "$plugin" ] || continue
     name=$FL_CNI_BIN_DIR/${plugin##*/}
     if [ -L "$name" ] && [ "$(readlink -- "$name")" = "$plugin" ]; then continue; fi
