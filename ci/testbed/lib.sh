@@ -345,6 +345,22 @@ fl_host_shared() {
   flock -o -s "$FL_LOCK_DIR/host.lock" "$@"
 }
 
+# fl_host_shared_self "$0" ARGS...: at the top of a script that starts or stops what shares this kernel
+# (ci/testbed/up and down, ci/kind/up and down: kubelets, containerd, Docker and its kind nodes), before it
+# opens any lock of its own: run the script again at once under fl_host_shared, so that it holds host.lock
+# shared until it ends. A host-wide fault of a faultlab process beside it (inotify-limit) counted the
+# inotify instances root holds and set the limit just above them: a daemon started meanwhile fails, and
+# one stopped gives instances back, so that the fault's workload starts after all (CI at stop 44: the test
+# bed's inotify-limit while the kind suite beside it went down). The copy run under flock(1) is its child
+# (FL_HOST_SHARED_HOLDER, the flock's PID), which goes on; a script of these that another runs holds the
+# lock again, shared beside its caller's.
+fl_host_shared_self() {
+  if [ "${FL_HOST_SHARED_HOLDER:-}" = "$PPID" ]; then return 0; fi
+  export FL_HOST_SHARED_HOLDER=$$
+  fl_lock_dir
+  exec flock -o -s "$FL_LOCK_DIR/host.lock" "$@"
+}
+
 # The host records of our environments that share this host's kernel and fixed paths: the test bed's
 # (FL_HOSTREC) and the kind environment's (ci/kind/lib.sh: FK_HOSTREC). Both may be up at once (.ci/run runs
 # the kind suite beside the test bed's), so the first one up records the host as it was, the next one

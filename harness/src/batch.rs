@@ -243,7 +243,16 @@ impl<'b> State<'b> {
             }
         }
         let (mut shared_clusters, mut release_errors) = (Vec::new(), Vec::new());
-        for mut pool in self.pools.into_iter().flatten() {
+        // Deleting the shared clusters holds the host shared ([`crate::machine_lock::tearing_down`]).
+        let pools: Vec<_> = self.pools.into_iter().flatten().collect();
+        let (_held, note) = match pools.iter().any(SharedClusters::keeps_one) {
+            true => crate::machine_lock::hold_for_teardown().await,
+            false => (None, None),
+        };
+        if let (Some(note), Some(last)) = (note, reports.last_mut()) {
+            last.notes.push(format!("deleting the shared kind clusters: {note}"));
+        }
+        for mut pool in pools {
             match pool.release(&Recorder::default()).await {
                 Ok(Some(name)) => shared_clusters.push(name),
                 Ok(None) => {}

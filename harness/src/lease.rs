@@ -92,6 +92,11 @@ struct Shared {
 }
 
 impl SharedClusters {
+    /// Does it keep a cluster (for [`SharedClusters::release`] to delete)?
+    pub fn keeps_one(&self) -> bool {
+        self.current.is_some()
+    }
+
     /// Delete the kept cluster, if any (the end of a suite; with `--keep` only say how).
     pub async fn release(&mut self, rec: &Recorder) -> Result<Option<String>, crate::provider::ProviderError> {
         match self.current.take() {

@@ -159,6 +159,42 @@ pub fn acquire_blocking(dir: &Path, claim: &MachineClaim) -> Result<Held, Machin
     Ok(Held { _files: files, waited: began.elapsed() })
 }
 
+/// What tearing down on this kernel holds outside a run: the host, shared. Deleting a kind cluster,
+/// replaying a training session's undo or stopping a test bed ends kubelets, node containers and their
+/// inotify instances, so a host-wide fault of another process that counted them (inotify-limit) would
+/// find its lowered limit no longer reached: its workload starts again and the symptom goes (CI, stop
+/// 44: the test bed's inotify-limit while the kind suite beside it deleted its clusters).
+pub fn tearing_down() -> MachineClaim {
+    MachineClaim { shares_kernel: true, ..MachineClaim::default() }
+}
+
+/// Hold [`tearing_down`]'s claim for a teardown that must happen whatever: it waits for another
+/// process's host-wide fault to end, but not once this process is interrupted (a cluster left behind is
+/// worse than another run's fault weakened), and a lock directory that cannot be used does not stop
+/// it. The locks if taken, and what to note: how long it waited, or why it went on without them.
+pub async fn hold_for_teardown() -> (Option<Held>, Option<String>) {
+    hold_for_teardown_in(dir()).await
+}
+
+/// [`hold_for_teardown`] with the locks in `dir`.
+pub async fn hold_for_teardown_in(dir: PathBuf) -> (Option<Held>, Option<String>) {
+    let claim = tearing_down();
+    if let Some(signal) = crate::signals::interrupted() {
+        return (None, Some(format!("interrupted by {signal}: not waiting for another faultlab process on this machine ({})", claim.describe())));
+    }
+    let mut interrupts = crate::signals::Interrupts::listen();
+    tokio::select! {
+        held = acquire(dir, claim.clone()) => match held {
+            Ok(held) => {
+                let note = held.waited_note(&claim);
+                (Some(held), note)
+            }
+            Err(e) => (None, Some(format!("tearing down without the machine's lock: {}", crate::home::error_chain(&e)))),
+        },
+        signal = interrupts.recv() => (None, Some(format!("interrupted by {signal} while waiting for another faultlab process on this machine ({}): going on without it", claim.describe()))),
+    }
+}
+
 /// [`acquire_blocking`] on a blocking thread. Dropping the future before it ends leaves the thread to
 /// take the locks and give them back at once.
 pub async fn acquire(dir: PathBuf, claim: MachineClaim) -> Result<Held, MachineLockError> {
@@ -210,6 +246,28 @@ mod tests {
         assert!(c.recv_timeout(SOON).is_err(), "nothing runs beside it");
         drop(w);
         c.recv_timeout(LONG).expect("the later run starts after it");
+    }
+
+    #[tokio::test]
+    async fn a_teardown_waits_for_a_host_wide_fault_and_then_holds_the_host_shared() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("locks");
+        let fault = acquire_blocking(&dir, &claim(true, true, &[])).unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1200));
+            drop(fault);
+        });
+        let (held, note) = hold_for_teardown_in(dir.clone()).await;
+        releaser.join().unwrap();
+        assert!(held.is_some());
+        let note = note.expect("a note of the wait");
+        assert!(note.starts_with("waited 1.") && note.ends_with("(the host, shared)"), "{note}");
+        // Shared: a run beside it goes on, a host-wide fault waits.
+        let beside = spawn(&dir, claim(true, false, &[]));
+        assert!(beside.recv_timeout(LONG).is_ok());
+        let host_wide = spawn(&dir, claim(true, true, &[]));
+        assert!(host_wide.recv_timeout(SOON).is_err());
+        drop(held);
     }
 
     #[test]

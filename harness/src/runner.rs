@@ -596,6 +596,7 @@ impl Run {
             self.rec().push(channel, line);
         }
         let errors = self.rec().timed(Work::Undoing, self.ctx.observe.undo(&self.ctx.journal)).await;
+        self.fault.fault().end(&self.ctx);
         if restarts {
             self.ctx.note("the node restarted a daemon: wait until it is Ready and its events have stopped");
             let ready = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: "True".into(), reason: None } };

@@ -432,18 +432,21 @@ pub async fn run_with(scenario: &Loaded, choice: &ProviderChoice, options: &RunO
     } else {
         Ok(held)
     };
-    let mut report = match held {
-        Err(why) => failed(report, Phase::Setup, why),
-        Ok(_held) => match connect(lease.provider(), &lease.cluster, &connecting, moves, &rec, &mut interrupts).await {
+    let (mut report, held) = match held {
+        Err(why) => (failed(report, Phase::Setup, why), None),
+        Ok(held) => match connect(lease.provider(), &lease.cluster, &connecting, moves, &rec, &mut interrupts).await {
             Ok((ready, platform)) => {
                 drop(interrupts);
                 report.platform = platform;
-                execute_on(scenario, ready, options, &rec, report, &store).await
+                (execute_on(scenario, ready, options, &rec, report, &store).await, Some(held))
             }
-            Err(e) => e.report(report, Phase::Setup),
+            Err(e) => (e.report(report, Phase::Setup), Some(held)),
         },
     };
+    // Held until the cluster is given back: deleting it ends kubelets that share this kernel
+    // ([`crate::machine_lock::tearing_down`]). A run that failed to take it holds nothing, as before.
     lease.end(scenario.name(), &mut report, shared, &rec).await;
+    drop(held);
     report.record = rec.entries();
     report
 }

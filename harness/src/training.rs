@@ -1108,14 +1108,29 @@ pub fn brokered(session: &Session, exe: &Path, args: &[String], node_commands: b
     Ok(out)
 }
 
+/// What [`reset`] did: the undo steps that failed (the session then stays open), and a note on the
+/// machine's lock if taking it waited or was given up.
+#[derive(Debug, Default)]
+pub struct Reset {
+    pub errors: Vec<String>,
+    pub note: Option<String>,
+}
+
 /// Undo everything the session did, through its journal, and close it.
-pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
-    let mut errors = Vec::new();
+pub async fn reset(session: &Session) -> Result<Reset, TrainingError> {
+    let mut out = Reset::default();
     if session.journal.is_file() {
         let journal = Journal::open(&session.journal).map_err(RunError::from)?;
-        errors = journal::replay_for_real(&journal).await.into_iter().map(|e| e.to_string()).collect();
+        // Its undo (a kind cluster deleted, a kubelet restarted) ends processes that share this kernel,
+        // on kind and on a test bed of network namespaces: it holds the host shared, as a run does.
+        let (_held, note) = match session.node.ssh {
+            None => crate::machine_lock::hold_for_teardown().await,
+            Some(_) => (None, None),
+        };
+        out.note = note;
+        out.errors = journal::replay_for_real(&journal).await.into_iter().map(|e| e.to_string()).collect();
     }
-    if errors.is_empty() {
+    if out.errors.is_empty() {
         if let Some(kubeconfig) = &session.trainee_kubeconfig {
             let _ = std::fs::remove_file(kubeconfig);
         }
@@ -1123,7 +1138,7 @@ pub async fn reset(session: &Session) -> Result<Vec<String>, TrainingError> {
         let path = session.path();
         std::fs::remove_file(&path).map_err(|source| TrainingError::File { path, source })?;
     }
-    Ok(errors)
+    Ok(out)
 }
 
 

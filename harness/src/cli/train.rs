@@ -132,7 +132,10 @@ pub async fn reset(session: Option<&str>) -> Result<()> {
     let s = training::Session::find(session)?;
     // Written before the session file goes; the page stays.
     let debrief = training::write_debrief(&s, s.solved.is_none());
-    let errors = training::reset(&s).await?;
+    let training::Reset { errors, note } = training::reset(&s).await?;
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
     match debrief {
         Ok(path) => out!("debrief: {}", path.display()),
         Err(e) => eprintln!("warning: no debrief page: {e}"),

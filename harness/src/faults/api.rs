@@ -241,6 +241,12 @@ pub trait Fault: Send + Sync {
     /// which no volume is attached). Default: nothing.
     fn resume(&self, _ctx: &Ctx) {}
 
+    /// The run's teardown has undone what the fault did: stop what [`Fault::prepare`], `inject`, a fix
+    /// or [`Fault::resume`] started for the run in this process (volume-multi-attach: its CSI driver's
+    /// controller half), which would otherwise go on against a cluster that may be deleted next.
+    /// Default: nothing.
+    fn end(&self, _ctx: &Ctx) {}
+
     /// Is the fault itself in place, on the node or in the API (not its symptom)? One check, read both
     /// ways: after `inject` it must be [`Presence::Present`], and `faultlab check` tells a real fix from
     /// a workaround by it not being so. Default: [`Presence::Unknown`] (the scenario's gates decide).

@@ -21,6 +21,7 @@
 //! wait for the node to unmount has passed (6 minutes in Kubernetes 1.20), and attaches it to the new
 //! node.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,10 +44,12 @@ pub struct VolumeMultiAttach {
     /// PersistentVolume named after the run's namespace, bound to this claim), as an administrator
     /// provisions a cloud disk, and the claim names it (`volumeName: ${namespace}`).
     pub claim: String,
-    /// The driver's controller half while the run goes on (dropped with the fault: it stops).
+    /// The driver's controller half of each run going on in this process, by the run's namespace: a
+    /// run's stops at its end ([`Fault::end`]: its sender dropped), or with the process. The fault is
+    /// the scenario's, shared by every run of it in a batch, so that dropping the fault would be too late.
     #[serde(skip)]
     #[schemars(skip)]
-    attacher: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
+    attacher: Arc<Mutex<BTreeMap<String, tokio::sync::oneshot::Sender<()>>>>,
 }
 
 /// The document's fix, step by step (scenario files name them in `fix[].step`).
@@ -74,7 +77,7 @@ impl VolumeMultiAttach {
     /// Start the driver's controller half for this run, once (a plan has no cluster: nothing runs).
     fn ensure_attacher(&self, ctx: &Ctx) {
         let mut running = self.attacher.lock().unwrap_or_else(|p| p.into_inner());
-        if running.as_ref().is_some_and(|tx| !tx.is_closed()) {
+        if running.get(&ctx.namespace).is_some_and(|tx| !tx.is_closed()) {
             return;
         }
         let Some(client) = ctx.kube.client() else { return };
@@ -83,7 +86,7 @@ impl VolumeMultiAttach {
         tokio::spawn(async move {
             crate::attacher::run(client, &driver, ATTACH_PERIOD, async move { let _ = rx.await; }, |name| tracing::info!("attacher: VolumeAttachment {name} marked attached")).await;
         });
-        *running = Some(tx);
+        running.insert(ctx.namespace.clone(), tx);
     }
 
     /// The CSI driver of the node's description (faultlab's).
@@ -186,6 +189,13 @@ impl Fault for VolumeMultiAttach {
         self.ensure_attacher(ctx);
     }
 
+    /// The run's controller half stops: before, it went on for the rest of the process, and against a
+    /// kind cluster deleted after the run it logged a failed connection every few seconds (CI's kind
+    /// suite: 94 lines over 7 minutes, after volume-multi-attach ran first).
+    fn end(&self, ctx: &Ctx) {
+        self.attacher.lock().unwrap_or_else(|p| p.into_inner()).remove(&ctx.namespace);
+    }
+
     /// Journal the kubelet's start, then stop it.
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let control = Self::control(ctx, "stop-kubelet")?;
@@ -259,7 +269,7 @@ mod tests {
         let fault = fault();
         let (ctx, fake) = plan_ctx(&fault);
         fault.prepare(&ctx).await.unwrap();
-        assert!(fault.attacher.lock().unwrap().is_none(), "a plan starts no controller half");
+        assert!(fault.attacher.lock().unwrap().is_empty(), "a plan starts no controller half");
         fault.inject(&ctx).await.unwrap();
         assert!(matches!(fault.present(&ctx).await.unwrap(), Presence::Present(p) if p == "the kubelet of node faultlab-node is stopped, and it still holds pod evicted-pod"));
         fault.fix(Step::ForceDeleteEvictedPod, &ctx).await.unwrap();
@@ -321,6 +331,31 @@ mod tests {
         let (ctx, _) = plan_ctx(&bad);
         assert!(bad.prepare(&ctx).await.is_err());
         assert!(ctx.journal.snapshot().entries.is_empty(), "nothing journalled");
+    }
+
+    /// The controller half a run starts lists attachments every second until the run's end, then stops
+    /// and lets go of the client: no request after that (against a mock API server).
+    #[tokio::test]
+    async fn the_run_s_controller_half_stops_at_its_end() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let fault = fault();
+        let (mut ctx, _) = plan_ctx(&fault);
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        ctx.kube = crate::kube_ops::Kube::new(kube::Client::new(service, "default"), ctx.rec().clone());
+        fault.resume(&ctx);
+        fault.resume(&ctx);
+        let empty = || Response::builder().body(Body::from(br#"{"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachmentList","metadata":{},"items":[]}"#.to_vec())).unwrap();
+        for _ in 0..2 {
+            let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request()).await.expect("a pass every second").expect("a request");
+            assert_eq!(req.uri().path(), "/apis/storage.k8s.io/v1/volumeattachments");
+            send.send_response(empty());
+        }
+        fault.end(&ctx);
+        drop(ctx);
+        let after = tokio::time::timeout(Duration::from_secs(3), handle.next_request()).await.expect("the client is let go");
+        assert!(after.is_none(), "a request after the run's end: {:?}", after.map(|(r, _)| r.uri().to_string()));
+        assert!(fault.attacher.lock().unwrap().is_empty());
     }
 
     fn fault() -> VolumeMultiAttach {
