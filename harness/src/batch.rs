@@ -169,7 +169,7 @@ struct State<'b> {
 impl<'b> State<'b> {
     /// `reorder`: in the scheduler's order ([`Scheduler::order`]); else in the batch's own.
     fn new(batch: &'b Batch<'b>, reorder: bool) -> Self {
-        let sched = Scheduler::new(suite::places(batch.choice), batch.jobs);
+        let sched = Scheduler::new(suite::places(batch.choice), batch.jobs).keeping_clusters(batch.sharing);
         let claims: Vec<Claim> = batch.entries.iter().map(|e| e.claim.clone()).collect();
         let n = batch.entries.len();
         State {

@@ -80,6 +80,16 @@ pub enum Places {
     Clusters(usize),
 }
 
+/// On clusters of their own: a second cluster of one group (the same [`Claim::cluster_key`]) is made
+/// only when at least this many of the group wait; fewer wait for the group's cluster in its slot.
+/// Measured on kind with CI's test bed beside it (2 cores, 2026-11-29): a cluster costs 67-87 s to make
+/// and a scenario 60-90 s on it. In one run, pause-missing took a second cluster of its group while
+/// cpu-count ran on the first, for 2 scenarios more; the plain cluster its slot held was deleted for it,
+/// and inotify-limit, last, made a plain one again: 6 clusters for 24 scenarios where 4 did in the run
+/// before. With 3 waiting, a second cluster gains about the time of one scenario and costs one
+/// cluster's making, and often another's later; with 4 it gains two.
+pub const SECOND_CLUSTER_AT: usize = 4;
+
 /// Start the `pending`-th waiting scenario on `place` (an index into the nodes, or a cluster slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Start {
@@ -103,6 +113,9 @@ pub struct Scheduler {
     jobs: usize,
     running: Vec<Running>,
     last_key: Vec<Option<String>>,
+    /// On clusters of their own: a slot keeps its cluster for the next scenario of its group (kind's
+    /// shared clusters), so a group's second cluster waits for enough of it ([`SECOND_CLUSTER_AT`]).
+    keeps_clusters: bool,
 }
 
 impl Scheduler {
@@ -118,7 +131,14 @@ impl Scheduler {
             Places::Nodes(n) => n.len(),
             Places::Clusters(c) => *c,
         };
-        Scheduler { places, jobs, running: Vec::new(), last_key: vec![None; count] }
+        Scheduler { places, jobs, running: Vec::new(), last_key: vec![None; count], keeps_clusters: false }
+    }
+
+    /// With `keeps`, the cluster slots keep their clusters between scenarios of a group (kind's shared
+    /// clusters); without, every scenario has a cluster made for it and none waits for another's.
+    pub fn keeping_clusters(mut self, keeps: bool) -> Scheduler {
+        self.keeps_clusters = keeps;
+        self
     }
 
     /// The node named by `place` (shared cluster), if the places are nodes and it has a name (a
@@ -260,8 +280,22 @@ impl Scheduler {
             if reuse.is_some() {
                 return reuse;
             }
+            // Then one whose group's cluster is not busy in another slot, or that has enough waiting
+            // for a second one.
+            return (0..end).filter(|&i| !self.waits_for_its_cluster(pending, i)).find_map(startable);
         }
         (0..end).find_map(startable)
+    }
+
+    /// On clusters of their own, whether `pending[i]`, which would need a new cluster, waits instead for
+    /// its group's, which a running scenario holds: fewer than [`SECOND_CLUSTER_AT`] of the group wait.
+    fn waits_for_its_cluster(&self, pending: &[&Claim], i: usize) -> bool {
+        if !self.keeps_clusters {
+            return false;
+        }
+        let key = pending[i].cluster_key.as_str();
+        let held = self.running.iter().any(|r| self.last_key.get(r.place).and_then(|k| k.as_deref()) == Some(key));
+        held && pending.iter().filter(|c| c.cluster_key == key).count() < SECOND_CLUSTER_AT
     }
 
     /// `id` starts on `place` with `claim`.
@@ -521,6 +555,40 @@ mod tests {
         s.finish(1);
         assert_eq!(fill(&mut s, &mut pending), [(2, 1)]);
         assert_eq!(s.running(), [3, 2]);
+    }
+
+    #[test]
+    fn a_group_s_second_cluster_only_for_enough_of_it_waiting() {
+        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], cluster_key: key.into(), budget: std::time::Duration::ZERO });
+        // Three of group a: the first makes a's cluster, and the other two wait for it.
+        let mut s = Scheduler::new(Places::Clusters(2), 2).keeping_clusters(true);
+        let mut pending = vec![keyed(0, "a"), keyed(1, "a"), keyed(2, "a")];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)], "two more of a wait for its cluster");
+        // One of another group takes the free slot meanwhile.
+        pending.push(keyed(3, "b"));
+        assert_eq!(fill(&mut s, &mut pending), [(3, 1)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(1, 0)], "a's cluster, as it is");
+        // Five of a: enough for a second cluster at once.
+        let mut s = Scheduler::new(Places::Clusters(2), 2).keeping_clusters(true);
+        let mut pending: Vec<_> = (0..5).map(|i| keyed(i, "a")).collect();
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
+        // CI's case: slot 0 keeps a plain cluster, slot 1 runs the first of a group of four, three of
+        // it wait, and a host-wide plain one comes last (alone). Nothing starts: slot 0 keeps its
+        // cluster for the plain one, and the group's three go on slot 1's.
+        let mut s = Scheduler::new(Places::Clusters(2), 2).keeping_clusters(true);
+        let mut pending = vec![keyed(0, "plain"), keyed(1, "special")];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
+        s.finish(0);
+        let host = (5, Claim { scope: Scope::Host, host_ports: vec![], cluster_key: "plain".into(), budget: std::time::Duration::ZERO });
+        let mut pending = vec![keyed(2, "special"), keyed(3, "special"), keyed(4, "special"), host];
+        assert_eq!(fill(&mut s, &mut pending), [], "no second special cluster for three");
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(2, 1)], "the special cluster, as it is");
+        // Clusters made for each scenario (--fresh-cluster): none waits for another's.
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![keyed(0, "a"), keyed(1, "a")];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
     }
 
     #[test]

@@ -18,15 +18,15 @@
 //! | sub-command | flags, output | caller |
 //! | --- | --- | --- |
 //! | `version` | text | `ci/testbed/lib/node-images.sh:71` (the client reaches containerd); `ci/testbed/lib/supervisor.sh:292` (`--timeout 3`, the VM's proxy) |
-//! | `pods` | `-q` (IDs) | `harness/src/faults/cni_broken.rs:312` |
-//! | `pods` | `-q --label K=V` | `harness/src/faults/duplicate_container.rs:147` (the undo) |
-//! | `pods` | `--name RE --namespace RE -o json` | `harness/src/faults/duplicate_container.rs:140` |
-//! | `pods` | `-o json` | `harness/src/faults/duplicate_container.rs:181` (the footprint probe) |
+//! | `pods` | `-q` (IDs) | `harness/src/faults/cni_broken.rs:309` |
+//! | `pods` | `-q --label K=V` | `harness/src/faults/duplicate_container.rs:144` (the undo) |
+//! | `pods` | `--name RE --namespace RE -o json` | `harness/src/faults/duplicate_container.rs:138` (through `Ctx::sandboxes`, `harness/src/faults/api.rs:115`) |
+//! | `pods` | `-o json` | `harness/src/faults/duplicate_container.rs:178` (the footprint probe) |
 //! | `pods` | `[--name RE]`, table | a trainee, on the test bed through the alias `harness/src/training.rs:379` prints: the hints `scenarios/cni-broken.yaml:85`, `scenarios/duplicate-container.yaml:89` |
-//! | `runp` | `FILE` (crictl's JSON config) | `harness/src/faults/duplicate_container.rs:154` |
-//! | `stopp` | `ID...` | `harness/src/faults/duplicate_container.rs:213` |
-//! | `rmp` | `-f ID...` | `harness/src/faults/duplicate_container.rs:95` and `:148`; the hint `scenarios/duplicate-container.yaml:90` |
-//! | `pull` | `--pull-timeout Ns IMAGE` | `harness/src/faults/image_pull_slow.rs:206` |
+//! | `runp` | `FILE` (crictl's JSON config) | `harness/src/faults/duplicate_container.rs:151` |
+//! | `stopp` | `ID...` | `harness/src/faults/duplicate_container.rs:208` |
+//! | `rmp` | `-f ID...` | `harness/src/faults/duplicate_container.rs:96` and `:145`; the hint `scenarios/duplicate-container.yaml:90` |
+//! | `pull` | `--pull-timeout Ns IMAGE` | `harness/src/faults/image_pull_slow.rs:187` |
 //! | `images` | table | kind v0.27.0 `pkg/cluster/internal/providers/common/logs.go:45` (`kind export logs` writes it to `images.log`; faultlab runs that at `harness/src/provider/kind.rs:934`) |
 //! | `inspecti` | `IMAGE` (a name or an image ID), JSON with the runtime's info | kind v0.27.0 `pkg/cluster/nodeutils/util.go:131` (`ImageID`: reads `status.id`) and `:151` (`ImageTags`: reads `status.repoTags`), from `kind load docker-image` (`pkg/cmd/kind/load/docker-image/docker-image.go:139`, `:156`; faultlab runs it at `harness/src/provider/kind.rs:741`) |
 //! | `proxy` | `--listen --upstream` | `ci/testbed/lib/components.sh:133`, `ci/testbed/test-lib:251`, `ci/kind/node-containerd2/etc/systemd/system/faultlab-cri-proxy.service:12` (not crictl's: see [`proxy`]) |

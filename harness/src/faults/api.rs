@@ -10,6 +10,7 @@ use thiserror::Error;
 use super::steps;
 use crate::check::Problem;
 use crate::cmd::{Ask, Cmd, CmdError, Output};
+use crate::cri::SandboxListJson;
 use crate::gates::Target;
 use crate::journal::{Journal, JournalError, Undo};
 use crate::kube_ops::{Kube, KubeError};
@@ -39,6 +40,12 @@ pub enum FaultError {
     UnknownStep { fault: &'static str, step: String, offered: &'static [&'static str] },
     #[error("{step}: {message}")]
     Check { step: String, message: String },
+}
+
+/// `crictl pods -o json` output, read; anything else is a check error naming `step`.
+pub fn parse_sandboxes(step: &str, stdout: &str) -> Result<SandboxListJson, FaultError> {
+    serde_json::from_str(stdout)
+        .map_err(|e| FaultError::Check { step: step.into(), message: format!("cannot read `crictl pods -o json` output ({e}): {:?}", stdout.trim()) })
 }
 
 /// What [`Ctx::containerd_config`] asks: the node's containerd config (a plan answers it).
@@ -99,6 +106,14 @@ impl Ctx {
         let file = &self.node.profile.containerd.config;
         let text = self.run(step, Cmd::new(["cat", "--", file.as_str()]).asks(CONTAINERD_CONFIG)).await?.stdout;
         ContainerdConfig::parse(file, &text).map_err(|e| FaultError::Check { step: step.into(), message: e.to_string() })
+    }
+
+    /// The node's pod sandboxes as `crictl pods ARGS... -o json` lists them (`ask`: what a plan
+    /// answers in the runtime's place); output that does not read as that list is a check error naming
+    /// `step`. Every fault that looks at the node's sandboxes reads them here.
+    pub async fn sandboxes(&self, step: &str, args: &[&str], ask: Ask) -> Result<SandboxListJson, FaultError> {
+        let cmd = self.node.profile.crictl(args.iter().copied().chain(["-o", "json"])).asks(ask);
+        parse_sandboxes(step, &self.run(step, cmd).await?.stdout)
     }
 
     /// Run a command on the node and return its output whatever its exit status.

@@ -30,9 +30,24 @@ use crate::node::NodeProfile;
 
 /// The name prefix of the unused images the fault imports: old releases of an app.
 pub const IMAGE_PREFIX: &str = "faultlab.invalid/disk-full/old-release";
-/// How long `inject` keeps the disk full after the restart ([`DiskFull::keep_full`]): the old pod
-/// ends within its 2 s grace period and the kubelet removes its container at once.
-pub const KEEP_FULL_SECONDS: u64 = 15;
+/// The keeper ([`DiskFull::keeper`]): how long it keeps the disk full after the restart, in rounds of
+/// [`KEEPER_FAST_MS`] for the first [`KEEPER_FAST_ROUNDS`] (while the old pod's container and sandbox
+/// go), then of [`KEEPER_SLOW_MS`]: about 5 minutes, the symptom's wait and the fix's.
+pub const KEEPER_FAST_ROUNDS: u32 = 300;
+pub const KEEPER_FAST_MS: u32 = 100;
+pub const KEEPER_SLOW_ROUNDS: u32 = 540;
+pub const KEEPER_SLOW_MS: u32 = 500;
+/// The most the keeper takes back, in bytes (8 MiB): what the churn of a full disk frees and takes
+/// again, not what a fix frees (the unused images are 80 % of the disk's free space).
+pub const KEEPER_MAX_BYTES: u64 = 8 << 20;
+/// The size of every append to the top-up file: no ext4 block is smaller, so none is left over. With
+/// 4096-byte appends (a page), a disk of 1 KiB blocks (mke2fs's choice for the VM nodes' small disks:
+/// 174 MiB on the cgroup v2 node) kept up to 3 blocks free, enough for a directory: the check after
+/// inject found room there in CI and in two runs here, while the file could not grow.
+pub const APPEND_BYTES: u64 = 512;
+/// How many times [`DiskFull::present`] tries to make a directory, 0.6 s apart: on a full disk some
+/// process may hold a block for a moment before giving it back, and the keeper takes it again.
+pub const PROBE_TRIES: u32 = 3;
 
 /// The top-up file, at the top of the disk.
 pub const FILL_FILE: &str = "faultlab-disk-full.fill";
@@ -170,40 +185,55 @@ impl DiskFull {
         Cmd::shell(format!(
             "set -- $(stat -f -c '%f %S' {mp}); n=$(( ($1 > 256 ? $1 - 256 : 0) * $2 )); \
              [ \"$n\" -gt 0 ] && fallocate -l \"$n\" {fill}; \
-             for i in 1 2 3 4 5; do dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc status=none 2>/dev/null; sync; \
+             for i in 1 2 3 4 5; do dd if=/dev/zero of={fill} bs={APPEND_BYTES} oflag=append conv=notrunc status=none 2>/dev/null; sync; \
              if mkdir {probe} 2>/dev/null; then rmdir {probe}; else break; fi; done; stat -f -c '%f free blocks of %b' {mp}",
             probe = shell_words::quote(&disk.probe_dir())
         ))
         .timeout(Duration::from_secs(180))
     }
 
-    /// Keep the disk full for `seconds` after the workload's restart: the old pod's container and
-    /// sandbox, removed a moment after the new pod is created, free a few blocks, and the new sandbox
-    /// (or, with enough of them, its container) took those when they came first. Seen on the
-    /// containerd 2 test bed: the sandbox's `/sys` mount point failed instead of its first write, and
-    /// in CI the sandbox started and the container failed, so the documented FailedCreatePodSandBox
-    /// never came. Every 50 ms the top-up file takes whatever is free again.
-    pub fn keep_full(disk: &Disk, seconds: u64) -> Cmd {
+    /// The keeper: a process left on the node that keeps the disk full after the workload's restart,
+    /// as whatever filled a disk goes on writing to it. Blocks are freed on a full disk for minutes: the
+    /// old pod's container and sandbox go (the new sandbox took their blocks when it came first: on the
+    /// containerd 2 test bed its `/sys` mount point failed instead of its first write, and in CI the
+    /// sandbox started and its container failed, so the documented FailedCreatePodSandBox never came);
+    /// a kubelet's attempt at the new sandbox that found a block free gives it back when it fails; on
+    /// the cgroup v2 node (containerd 2) the old container's stop hung on the full disk for the
+    /// kubelet's 2 minutes, and blocks were freed when it gave up. Keeping it full for 15 s in the
+    /// foreground, as before, ended long before that. (CI's failure on that node, `the fault is not in
+    /// place after inject`, came from blocks the appends could not take: [`APPEND_BYTES`].)
+    ///
+    /// So the keeper appends to the top-up file whatever is free, every 100 ms for 30 s, then every
+    /// 500 ms, for about 5 minutes, each append written out (fsync: ext4 holds blocks back for data not
+    /// yet written and gives them back once it is), [`APPEND_BYTES`] at a time. It never takes more than [`KEEPER_MAX_BYTES`]
+    /// (so a fix that frees the images' room wins), never makes the file (`nocreat`), and ends as soon
+    /// as the file is gone: the undo, which removes it first, ends the keeper too. It runs in a session
+    /// of its own, its output to /dev/null, so that the command that starts it returns at once.
+    pub fn keeper(disk: &Disk) -> Cmd {
         let fill = shell_words::quote(&disk.fill_file()).into_owned();
-        let mp = shell_words::quote(&disk.mountpoint).into_owned();
-        let probe = shell_words::quote(&disk.probe_dir()).into_owned();
-        // Each append is written out (fsync): ext4 holds blocks back for data not yet written, and
-        // gives them back once it is, which a directory could then take. Then, as `top_up` ends,
-        // until not even a directory can be made.
-        Cmd::shell(format!(
-            "end=$(( $(date +%s) + {seconds} )); while [ \"$(date +%s)\" -lt \"$end\" ]; do \
-             dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc,fsync status=none 2>/dev/null; sleep 0.05; done; \
-             for i in 1 2 3 4 5; do dd if=/dev/zero of={fill} bs=4096 oflag=append conv=notrunc,fsync status=none 2>/dev/null; sync; \
-             if mkdir {probe} 2>/dev/null; then rmdir {probe}; else break; fi; done; \
-             stat -f -c '%f free blocks of %b' {mp}"
-        ))
-        .timeout(Duration::from_secs(seconds + 60))
+        let script = format!(
+            "start=$(stat -c %s {fill}) || exit 0; i=0; \
+             while [ \"$i\" -lt {rounds} ]; do i=$((i + 1)); \
+             size=$(stat -c %s {fill} 2>/dev/null) || exit 0; left=$(( ({max} - (size - start)) / {APPEND_BYTES} )); [ \"$left\" -gt 0 ] || exit 0; \
+             dd if=/dev/zero of={fill} bs={APPEND_BYTES} count=$left oflag=append conv=notrunc,nocreat,fsync status=none 2>/dev/null; \
+             if [ \"$i\" -le {fast} ]; then sleep {fast_s}; else sleep {slow_s}; fi; done",
+            rounds = KEEPER_FAST_ROUNDS + KEEPER_SLOW_ROUNDS,
+            max = KEEPER_MAX_BYTES,
+            fast = KEEPER_FAST_ROUNDS,
+            fast_s = f64::from(KEEPER_FAST_MS) / 1000.0,
+            slow_s = f64::from(KEEPER_SLOW_MS) / 1000.0,
+        );
+        Cmd::shell(format!("setsid sh -c {} </dev/null >/dev/null 2>&1 &", shell_words::quote(&script)))
     }
 
-    /// Try to make a directory on the disk: prints mkdir's error, or `made` (and removes it again).
+    /// Try to make a directory on the disk, [`PROBE_TRIES`] times 0.6 s apart until one fails: prints
+    /// mkdir's error, or `made` each time (and removes it again).
     pub fn mkdir_probe(disk: &Disk) -> Cmd {
         let probe = shell_words::quote(&disk.probe_dir()).into_owned();
-        Cmd::shell(format!("if mkdir {probe} 2>&1; then rmdir {probe}; echo made; fi"))
+        Cmd::shell(format!(
+            "i=0; while [ \"$i\" -lt {PROBE_TRIES} ]; do i=$((i + 1)); if mkdir {probe} 2>&1; then rmdir {probe}; echo made; else break; fi; \
+             [ \"$i\" -lt {PROBE_TRIES} ] && sleep 0.6; done; true"
+        ))
     }
 
     /// Remove the listed images that are there, with every other reference to the same image (the CRI
@@ -348,12 +378,17 @@ impl Fault for DiskFull {
         ctx.run("top-up", Self::top_up(&disk)).await?;
         ctx.note("a new pod needs a sandbox snapshot on that disk: restart the workload");
         ctx.restart_target("restart-workload").await?;
-        ctx.note(format!("keep the disk full for {KEEP_FULL_SECONDS} s, while the old pod's container and sandbox go (their blocks are freed)"));
-        ctx.run("keep-full", Self::keep_full(&disk, KEEP_FULL_SECONDS)).await?;
+        ctx.note(format!(
+            "keep the disk full while blocks are freed (the old pod's container and sandbox going, a failed sandbox's directories): \
+             a process on the node appends to {} whatever is free, up to {} MiB, for about 5 minutes or until the file is removed",
+            disk.fill_file(),
+            KEEPER_MAX_BYTES >> 20
+        ));
+        ctx.run("keep-full", Self::keeper(&disk)).await?;
         Ok(())
     }
 
-    /// In place while containerd's disk has no room for a directory.
+    /// In place while containerd's disk has no room for a directory (in one of [`PROBE_TRIES`] tries).
     async fn present(&self, ctx: &Ctx) -> Result<Presence, FaultError> {
         let disk = Disk::of(ctx)?;
         let out = ctx.probe("check-disk-full", Self::mkdir_probe(&disk)).await?;
@@ -434,14 +469,79 @@ mod tests {
         assert_eq!(notes.len(), 4);
         assert_eq!(notes[1], "stream an image faultlab.invalid/disk-full/old-release:r2 of one layer: srv/release.bin of 96 MiB random bytes into the node's containerd");
         assert!(lines[5].contains("fallocate -l \"$n\" /var/lib/faultlab/containerd/faultlab-disk-full.fill"), "{}", lines[5]);
-        // The restart, then the disk kept full while the old pod's container and sandbox go.
+        // The restart, then the keeper started, in a session of its own, returning at once.
         let entries: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
         let delete = entries.iter().position(|l| l.starts_with("DELETE /api/v1/namespaces/fl-test/pods?labelSelector=app=web")).expect("the restart");
-        let keep = entries.iter().position(|l| l.contains("while [ \"$(date +%s)\" -lt \"$end\" ]")).expect("keep-full");
+        let keep = entries.iter().position(|l| l.contains("setsid sh -c")).expect("keep-full");
         assert!(delete < keep, "{entries:#?}");
-        assert!(lines[6].starts_with("ip netns exec faultlab-node timeout -k 5 75 sh -c 'end=$(( $(date +%s) + 15 ))"), "{}", lines[6]);
-        assert!(lines[6].contains("dd if=/dev/zero of=/var/lib/faultlab/containerd/faultlab-disk-full.fill bs=4096 oflag=append conv=notrunc,fsync"), "{}", lines[6]);
-        assert!(lines[6].contains("if mkdir /var/lib/faultlab/containerd/"), "{}", lines[6]);
+        assert!(lines[6].starts_with("ip netns exec faultlab-node timeout -k 5 60 sh -c 'setsid sh -c '"), "{}", lines[6]);
+        assert!(lines[6].ends_with(" </dev/null >/dev/null 2>&1 &'"), "{}", lines[6]);
+        assert!(lines[6].contains("of=/var/lib/faultlab/containerd/faultlab-disk-full.fill bs=512 count=$left oflag=append conv=notrunc,nocreat,fsync"), "{}", lines[6]);
+    }
+
+    /// The keeper's inner script and the line that starts it, for a disk at `dir`, its rounds, sleeps
+    /// and most scaled down (`rounds` in all, every 10 ms, at most `max` appends).
+    fn keeper_for(dir: &std::path::Path, rounds: u32, max: u64) -> (Disk, String, String) {
+        let disk = Disk { mountpoint: dir.display().to_string(), backing_file: String::new(), device: None, size_mib: 1 };
+        let line = DiskFull::keeper(&disk).argv[2].clone();
+        let total = (KEEPER_FAST_ROUNDS + KEEPER_SLOW_ROUNDS).to_string();
+        let scale = |t: &str| {
+            let mut t = t.to_string();
+            for (from, to) in [(format!("-lt {total} ]"), format!("-lt {rounds} ]")), (format!("({KEEPER_MAX_BYTES} - "), format!("({} - ", max * APPEND_BYTES)), ("sleep 0.1;".into(), "sleep 0.01;".into()), ("sleep 0.5;".into(), "sleep 0.01;".into())] {
+                assert!(t.contains(&from), "{from}: {t}");
+                t = t.replace(&from, &to);
+            }
+            t
+        };
+        let words = shell_words::split(&line).unwrap();
+        assert_eq!(&words[..3], ["setsid", "sh", "-c"], "{line}");
+        (disk, scale(&line), scale(&words[3]))
+    }
+
+    /// Run for real by sh on a directory that is not full: it takes no more than its most, never makes
+    /// the file, ends once the file is gone, and the line that starts it returns at once.
+    #[test]
+    fn the_keeper_takes_what_is_free_up_to_its_most_and_ends_with_its_file() {
+        // An empty file on a roomy disk: the most (5 appends), then it ends by itself.
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _, script) = keeper_for(dir.path(), 100_000, 5);
+        std::fs::write(disk.fill_file(), b"").unwrap();
+        let started = std::time::Instant::now();
+        assert!(std::process::Command::new("sh").arg("-c").arg(&script).status().unwrap().success());
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "ended at its most, not after its rounds");
+        assert_eq!(std::fs::metadata(disk.fill_file()).unwrap().len(), 5 * APPEND_BYTES);
+        // No file (the undo removed it): it ends at once, making none.
+        std::fs::remove_file(disk.fill_file()).unwrap();
+        assert!(std::process::Command::new("sh").arg("-c").arg(&script).status().unwrap().success());
+        assert!(!std::path::Path::new(&disk.fill_file()).exists());
+        // Started as a node command: returns at once, runs on, ends when the file is removed (one
+        // append a round here, not the roomy disk's whole most at once).
+        let (disk, line, _) = keeper_for(dir.path(), 100_000, 100_000);
+        let line = line.replace("count=$left", "count=1");
+        std::fs::write(disk.fill_file(), b"").unwrap();
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert!(out.status.success() && started.elapsed() < std::time::Duration::from_secs(5), "{out:?}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let grown = std::fs::metadata(disk.fill_file()).unwrap().len();
+        assert!(grown > 0, "the keeper runs on after the line returned");
+        std::fs::remove_file(disk.fill_file()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(!std::path::Path::new(&disk.fill_file()).exists(), "the keeper ended without making the file again");
+    }
+
+    #[test]
+    fn the_probe_says_made_only_when_every_try_made_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Disk { mountpoint: dir.path().display().to_string(), backing_file: String::new(), device: None, size_mib: 1 };
+        let out = std::process::Command::new("sh").arg("-c").arg(&DiskFull::mkdir_probe(&disk).argv[2]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "made\nmade\nmade\n");
+        assert!(out.status.success());
+        // The directory cannot be made (a file in its place): the first try's error, then no more.
+        std::fs::write(format!("{}/.faultlab-disk-full-probe", disk.mountpoint), b"").unwrap();
+        let out = std::process::Command::new("sh").arg("-c").arg(&DiskFull::mkdir_probe(&disk).argv[2]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("File exists") && !text.contains("made"), "{text}");
     }
 
     #[tokio::test]

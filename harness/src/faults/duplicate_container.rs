@@ -112,11 +112,6 @@ fn placeholder_list(pod: &PodRef) -> SandboxListJson {
     SandboxListJson { items: vec![sandbox("<sandbox-id>", 0, &[(KUBELET_UID_LABEL, &pod.uid)]), sandbox("<duplicate-id>", 1, &[(DUPLICATE_LABEL, &pod.uid)])] }
 }
 
-fn parse_list(step: &str, stdout: &str) -> Result<SandboxListJson, FaultError> {
-    serde_json::from_str(stdout)
-        .map_err(|e| FaultError::Check { step: step.into(), message: format!("cannot read `crictl pods -o json` output ({e}): {:?}", stdout.trim()) })
-}
-
 impl DuplicateContainer {
     /// The one pod of the workload on this node.
     async fn pod(&self, ctx: &Ctx, step: &str) -> Result<PodRef, FaultError> {
@@ -140,8 +135,7 @@ impl DuplicateContainer {
         // crictl matches these as regular expressions; Kubernetes names have only `.` to escape.
         let name = format!("^{}$", pod.name.replace('.', "\\."));
         let namespace = format!("^{}$", pod.namespace.replace('.', "\\."));
-        let out = ctx.run(step, ctx.node.profile.crictl(["pods", "--name", &name, "--namespace", &namespace, "-o", "json"]).asks(POD_SANDBOXES)).await?;
-        parse_list(step, &out.stdout)
+        ctx.sandboxes(step, &["pods", "--name", &name, "--namespace", &namespace], POD_SANDBOXES).await
     }
 
     /// `crictl rmp -f` of every sandbox faultlab made as a duplicate of `uid` (the undo).
@@ -284,10 +278,10 @@ mod tests {
         let parsed = crate::cri::parse_sandbox_config(std::path::Path::new("dup.json"), &config.to_string()).unwrap();
         assert_eq!(parsed.metadata.unwrap().attempt, 1);
         assert!(!parsed.labels.contains_key(KUBELET_UID_LABEL));
-        let list = parse_list("x", &listing()).unwrap();
+        let list = crate::faults::api::parse_sandboxes("x", &listing()).unwrap();
         let ids: Vec<&str> = foreign(&list, &pod()).iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["dup1"], "not the kubelet's, not another pod's");
-        assert!(parse_list("x", "not json").unwrap_err().to_string().contains("crictl pods -o json"));
+        assert!(crate::faults::api::parse_sandboxes("x", "not json").unwrap_err().to_string().contains("crictl pods -o json"));
     }
 
     #[test]
@@ -342,7 +336,7 @@ mod tests {
 
     #[test]
     fn the_next_attempt_follows_the_latest_without_overflowing() {
-        let list = parse_list("x", &listing()).unwrap();
+        let list = crate::faults::api::parse_sandboxes("x", &listing()).unwrap();
         assert_eq!(next_attempt(&list.items[..1]), Some(1));
         assert_eq!(next_attempt(&list.items[..0]), Some(0));
         let mut last = list.items[0].clone();
