@@ -7,12 +7,17 @@
 //! - a namespace-only scenario runs beside anything, on a node no node-wide scenario is breaking;
 //! - a node-wide scenario has a node to itself;
 //! - a scenario that fails its node holds two: its own and the one its workload moves to (the node
-//!   lifecycle controller evicts only from the failed node). Beside it at most one other node-wide
-//!   scenario runs: Kubernetes 1.20's node lifecycle controller stops tainting and evicting in a zone
-//!   where more than two nodes, and at least 55 % of them, are not Ready (`ComputeZoneState`; in a
-//!   cluster of up to 50 nodes the reduced rate is 0), and a node-wide fault may make its node so;
+//!   lifecycle controller evicts only from the failed node). Beside it only as many other node-wide
+//!   scenarios run as keep the zone's nodes that may be not Ready within [`not_ready_allowed`]:
+//!   Kubernetes 1.20's node lifecycle controller stops tainting and evicting in a zone where more than
+//!   two nodes, and at least 55 % of them, are not Ready (`ComputeZoneState`; in a cluster of up to 50
+//!   nodes the reduced rate is 0), and a node-wide fault may make its node so. One beside it on up to 5
+//!   nodes, two on 6 or 7, three on 8;
 //! - a cluster-wide scenario runs alone on a shared cluster, and beside others on a cluster of its own;
 //! - a host-wide scenario (one limit of the kernel every node shares) runs alone, everywhere;
+//! - a scenario whose fault fills a disk that is a file on this machine's disk (the disk faults:
+//!   containerd's disk is a loop file here, on kind and on the test bed) is node-wide, and no two such
+//!   run at once ([`Claim::host_disk`]);
 //! - two scenarios that listen on the same host port never run at once, unless each listens on its own
 //!   node's registry address and those differ (the test bed's nodes each have one);
 //! - scenarios start in the order given, except that one waiting for a place or a port lets those after
@@ -48,6 +53,10 @@ pub struct Claim {
     pub scope: Scope,
     /// Ports of this machine its helpers listen on.
     pub host_ports: Vec<HostPort>,
+    /// It writes a file of bounded size to this machine's disk after checking the free space: no other
+    /// such scenario runs beside it, so none fills the disk between its check and its writes (between
+    /// processes, the machine lock's `host-disk.lock` does the same).
+    pub host_disk: bool,
     /// On clusters of their own: scenarios with the same key can use one cluster one after another
     /// (kind's needs); the scheduler gives a free slot the scenario that needs no new cluster first.
     pub cluster_key: String,
@@ -89,6 +98,18 @@ pub enum Places {
 /// before. With 3 waiting, a second cluster gains about the time of one scenario and costs one
 /// cluster's making, and often another's later; with 4 it gains two.
 pub const SECOND_CLUSTER_AT: usize = 4;
+
+/// How many of a zone's `nodes` nodes may be not Ready at once while Kubernetes 1.20's node lifecycle
+/// controller still taints and evicts there at its normal rate. Its `ComputeZoneState` calls a zone fully
+/// disrupted when none of its nodes is Ready, and partially disrupted when more than two are not Ready and
+/// they are at least `--unhealthy-zone-threshold` of it (0.55, the default the test bed keeps); in a
+/// cluster of up to 50 nodes (`--large-cluster-size-threshold`) a partially disrupted zone's rate is 0.
+/// The test bed's nodes carry no zone label: they are one zone. 2 of 3 to 5 nodes, 3 of 6 or 7, 4 of 8.
+pub fn not_ready_allowed(nodes: usize) -> usize {
+    // 55 % in whole numbers: n / nodes >= 0.55 as 100 n >= 55 nodes (float32's 0.55 is a hair above,
+    // which no ratio of two counts up to 16 falls between).
+    (0..nodes).rev().find(|&n| n <= 2 || 100 * n < 55 * nodes).unwrap_or(0)
+}
 
 /// Start the `pending`-th waiting scenario on `place` (an index into the nodes, or a cluster slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,18 +184,22 @@ impl Scheduler {
         self.running.iter().filter(move |r| r.place == place || r.spare == Some(place))
     }
 
-    /// On a shared cluster's nodes, whether `claim` keeps the nodes that may be not Ready at once to
-    /// two while a node fails: a [`Scope::NodeFailure`] starts beside at most one node-wide scenario
-    /// and no other failure, and while one runs, a node-wide scenario starts only if no other
-    /// node-wide one runs.
+    /// On a shared cluster's nodes, whether `claim` keeps the nodes that may be not Ready at once within
+    /// [`not_ready_allowed`] while a node fails: a [`Scope::NodeFailure`] starts beside no other failure
+    /// and so few node-wide scenarios that its own node makes no more than that, and while one runs, a
+    /// node-wide scenario starts only within it too. Without a failure, node-wide ones are not counted:
+    /// no run then waits on an eviction.
     fn zone_allows(&self, claim: &Claim) -> bool {
-        if !matches!(self.places, Places::Nodes(_)) {
+        let Places::Nodes(nodes) = &self.places else {
             return true;
-        }
+        };
+        // (On one node a failure's run refuses the cluster itself: not the scheduler's to say.)
+        let allowed = not_ready_allowed(nodes.len()).max(1);
         let count = |scope: Scope| self.running.iter().filter(|r| r.claim.scope == scope).count();
+        let (failures, node_wide) = (count(Scope::NodeFailure), count(Scope::Node));
         match claim.scope {
-            Scope::NodeFailure => count(Scope::NodeFailure) == 0 && count(Scope::Node) <= 1,
-            Scope::Node => count(Scope::NodeFailure) == 0 || count(Scope::Node) == 0,
+            Scope::NodeFailure => failures == 0 && node_wide < allowed,
+            Scope::Node => failures == 0 || failures + node_wide < allowed,
             _ => true,
         }
     }
@@ -211,6 +236,9 @@ impl Scheduler {
             }
         };
         order.retain(|&p| self.ports_free(claim, p));
+        if claim.host_disk && self.running.iter().any(|r| r.claim.host_disk) {
+            return None;
+        }
         order.first().copied().filter(|_| self.zone_allows(claim))
     }
 
@@ -392,7 +420,7 @@ mod tests {
     use super::*;
 
     fn claim(scope: Scope) -> Claim {
-        Claim { scope, host_ports: vec![], cluster_key: "default".into(), budget: std::time::Duration::ZERO }
+        Claim { scope, host_ports: vec![], host_disk: false, cluster_key: "default".into(), budget: std::time::Duration::ZERO }
     }
 
     fn nodes(n: usize) -> Places {
@@ -504,7 +532,7 @@ mod tests {
         if proxy {
             host_ports.push(HostPort { port: 5446, on_node_address: false });
         }
-        (i, Claim { scope: Scope::Node, host_ports, cluster_key: "default".into(), budget: std::time::Duration::ZERO })
+        (i, Claim { scope: Scope::Node, host_ports, host_disk: false, cluster_key: "default".into(), budget: std::time::Duration::ZERO })
     }
 
     #[test]
@@ -546,7 +574,7 @@ mod tests {
 
     #[test]
     fn a_free_cluster_slot_takes_a_scenario_its_cluster_serves_first() {
-        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], cluster_key: key.into(), budget: std::time::Duration::ZERO });
+        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], host_disk: false, cluster_key: key.into(), budget: std::time::Duration::ZERO });
         let mut s = Scheduler::new(Places::Clusters(2), 2);
         let mut pending = vec![keyed(0, "a"), keyed(1, "b"), keyed(2, "b"), keyed(3, "a")];
         assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
@@ -559,7 +587,7 @@ mod tests {
 
     #[test]
     fn a_group_s_second_cluster_only_for_enough_of_it_waiting() {
-        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], cluster_key: key.into(), budget: std::time::Duration::ZERO });
+        let keyed = |i, key: &str| (i, Claim { scope: Scope::Node, host_ports: vec![], host_disk: false, cluster_key: key.into(), budget: std::time::Duration::ZERO });
         // Three of group a: the first makes a's cluster, and the other two wait for it.
         let mut s = Scheduler::new(Places::Clusters(2), 2).keeping_clusters(true);
         let mut pending = vec![keyed(0, "a"), keyed(1, "a"), keyed(2, "a")];
@@ -580,7 +608,7 @@ mod tests {
         let mut pending = vec![keyed(0, "plain"), keyed(1, "special")];
         assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1)]);
         s.finish(0);
-        let host = (5, Claim { scope: Scope::Host, host_ports: vec![], cluster_key: "plain".into(), budget: std::time::Duration::ZERO });
+        let host = (5, Claim { scope: Scope::Host, host_ports: vec![], host_disk: false, cluster_key: "plain".into(), budget: std::time::Duration::ZERO });
         let mut pending = vec![keyed(2, "special"), keyed(3, "special"), keyed(4, "special"), host];
         assert_eq!(fill(&mut s, &mut pending), [], "no second special cluster for three");
         s.finish(1);
@@ -638,8 +666,8 @@ mod tests {
         assert_eq!(fill(&mut s, &mut pending), [(2, 2)]);
         s.finish(2);
         assert_eq!(fill(&mut s, &mut pending), [(3, 2)]);
-        // With more nodes, still one node-wide scenario beside a failure: a third node not Ready would
-        // stop the controller's evictions.
+        // On five nodes, still one node-wide scenario beside a failure: a third node not Ready (60 %)
+        // would stop the controller's evictions.
         let mut s = Scheduler::new(nodes(5), 10);
         let mut pending = vec![(0, claim(Scope::NodeFailure)), (1, claim(Scope::Node)), (2, claim(Scope::Node)), (3, claim(Scope::NodeFailure)), (4, claim(Scope::Namespace))];
         assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 2), (4, 3)]);
@@ -650,6 +678,55 @@ mod tests {
         s.finish(1);
         assert_eq!(fill(&mut s, &mut pending), [(3, 1)]);
         assert!(s.spare_node(3).is_some_and(|n| n != "node-2" && n != "node-1"), "{:?}", s.spare_node(3));
+    }
+
+    #[test]
+    fn two_that_fill_a_disk_on_this_machine_never_run_at_once() {
+        let disk = |i| (i, Claim { host_disk: true, ..claim(Scope::Node) });
+        let mut s = Scheduler::new(nodes(3), 6);
+        let mut pending = vec![disk(0), disk(1), (2, claim(Scope::Node))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (2, 1)], "the second waits; a node-wide one goes by");
+        s.finish(2);
+        assert_eq!(fill(&mut s, &mut pending), [], "still the first");
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(1, 0)]);
+        // On clusters of their own too.
+        let mut s = Scheduler::new(Places::Clusters(2), 2);
+        let mut pending = vec![disk(0), disk(1)];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0)]);
+    }
+
+    #[test]
+    fn the_nodes_that_may_be_not_ready_follow_the_controller_s_zone_state() {
+        // ComputeZoneState: full disruption with no node Ready; partial with more than two not Ready
+        // and at least 55 % of the zone.
+        let allowed: Vec<usize> = (1..=10).map(not_ready_allowed).collect();
+        assert_eq!(allowed, [0, 1, 2, 2, 2, 3, 3, 4, 4, 5]);
+        for nodes in 1..=16usize {
+            let n = not_ready_allowed(nodes);
+            let partial = |k: usize| k > 2 && (k as f32) / (nodes as f32) >= 0.55f32;
+            let full = |k: usize| k == nodes;
+            assert!(!partial(n) && !full(n), "{n} of {nodes}");
+            assert!(partial(n + 1) || full(n + 1), "{} of {nodes} would do", n + 1);
+        }
+    }
+
+    #[test]
+    fn on_six_nodes_two_node_wide_scenarios_run_beside_a_node_failure() {
+        let mut s = Scheduler::new(nodes(6), 12);
+        let mut pending = vec![(0, claim(Scope::NodeFailure)), (1, claim(Scope::Node)), (2, claim(Scope::Node)), (3, claim(Scope::Node)), (4, claim(Scope::Namespace))];
+        // The failure holds two nodes; two node-wide ones make at most three not Ready, 50 % of six; a
+        // third would make four, 67 %.
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 2), (2, 3), (4, 4)]);
+        assert_eq!(pending.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3]);
+        s.finish(1);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 2)]);
+        // A failure waits while three node-wide ones run on six nodes.
+        let mut s = Scheduler::new(nodes(6), 12);
+        let mut pending = vec![(0, claim(Scope::Node)), (1, claim(Scope::Node)), (2, claim(Scope::Node)), (3, claim(Scope::NodeFailure))];
+        assert_eq!(fill(&mut s, &mut pending), [(0, 0), (1, 1), (2, 2)]);
+        s.finish(0);
+        assert_eq!(fill(&mut s, &mut pending), [(3, 0)], "two node-wide and the failure: three");
     }
 
     #[test]

@@ -287,6 +287,8 @@ pub fn claim(scenario: &Loaded, choice: &ProviderChoice, cluster_needs: Option<&
     let fault = scenario.scenario.fault.fault();
     let mut claim = fault.claim();
     claim.budget = scenario.scenario.symptom.within.0 + scenario.scenario.recovery.within.0;
+    // The host's disk only where the node's disk is a file of this machine's (not a VM's or an ssh node's).
+    claim.host_disk = machine_claim(scenario, choice).host_disk;
     if let ProviderChoice::Kind { .. } = choice {
         let needs = cluster_needs.cloned().unwrap_or_else(|| fault.needs());
         claim.cluster_key = format!("{:?}", KindNeeds::of(&needs));
@@ -311,7 +313,7 @@ pub fn machine_claim(scenario: &Loaded, choice: &ProviderChoice) -> crate::machi
     crate::machine_lock::MachineClaim {
         shares_kernel,
         host_wide: shares_kernel && needs.host_kernel,
-        host_disk: shares_kernel && fault.host_wide_on_kind().is_some() && !needs.host_kernel,
+        host_disk: shares_kernel && fault.fills_host_disk(),
         ports: needs.host_ports.iter().filter(|p| !p.on_node_address).map(|p| p.port).collect(),
     }
 }

@@ -72,6 +72,7 @@ fn side_by_side_runs_keep_to_their_reach() {
             assert!(o.ran_beside.contains(&s.scenario), "beside is mutual: {} / {other}", s.scenario);
             let oc = reach(other);
             assert!(!claim.host_ports.iter().any(|p| oc.host_ports.contains(p)), "{} and {other} share a host port", s.scenario);
+            assert!(!(claim.host_disk && oc.host_disk), "{} and {other} filled this machine's disk at once", s.scenario);
             if claim.scope == Scope::Node || oc.scope == Scope::Node {
                 assert_ne!(s.node, o.node, "{} and {other} broke the same node at once", s.scenario);
             }

@@ -499,7 +499,7 @@ fn abandoned(description: &Path) -> Result<(), Failed> {
     let bed = TestBed::read(description).map_err(|e| e.to_string())?;
     let rt = runtime()?;
     let before = node_state(&bed, &rt)?;
-    let host_before = host_state()?;
+    let host_before = host_state(&rt)?;
     t.ok(&["train", "pause-missing", "--provider", "existing"])?;
     if node_state(&bed, &rt)? == before {
         reset_quietly(&t);
@@ -523,14 +523,20 @@ fn abandoned(description: &Path) -> Result<(), Failed> {
     if after != before {
         return Err(format!("the node was not restored\n--- before\n{before}\n--- after\n{after}").into());
     }
-    if host_state()? != host_before {
+    if host_state(&rt)? != host_before {
         return Err("the host's routes or inotify budget changed".into());
     }
     Ok(())
 }
 
 /// The host's side of what a fault could touch: its routes and the host-wide inotify budget.
-fn host_state() -> Result<String, Failed> {
+/// The host's routes and inotify limit, read while holding the host shared (`faultlab::machine_lock`,
+/// as `faultlab train` does): a host-wide fault of another faultlab process holds the host alone while
+/// it is in place. CI's kind suite runs inotify-limit beside this test bed, and once lowered the limit
+/// between this test's two reads (2026-11-29), a difference neither the session nor its reset made.
+fn host_state(rt: &tokio::runtime::Runtime) -> Result<String, Failed> {
+    let shared = faultlab::machine_lock::MachineClaim { shares_kernel: true, ..Default::default() };
+    let _held = rt.block_on(faultlab::machine_lock::acquire(faultlab::machine_lock::dir(), shared)).map_err(|e| e.to_string())?;
     let routes = Command::new("ip").arg("route").output().map_err(|e| e.to_string())?;
     let inotify = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances").map_err(|e| e.to_string())?;
     Ok(format!("{}{}", String::from_utf8_lossy(&routes.stdout), inotify))

@@ -107,6 +107,22 @@ fn trial(bed: TestBed) -> Result<(), Failed> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // It stops and starts a kubelet that shares this machine's kernel, so it holds the host shared
+    // meanwhile (faultlab::machine_lock), as a faultlab run does: a host-wide fault of another faultlab
+    // process (CI's kind suite runs inotify-limit beside this test bed) waits for it. A kubelet stopped
+    // under inotify-limit's fault gives back the inotify instances the fault counted (its symptom then
+    // fails to come: CI's inotify-limit on the test bed once failed so while the kind suite's clusters
+    // went down beside it), and one started under the lowered limit may find none to take.
+    let shared = faultlab::machine_lock::MachineClaim {
+        shares_kernel: true,
+        ..Default::default()
+    };
+    let _held = rt
+        .block_on(faultlab::machine_lock::acquire(
+            faultlab::machine_lock::dir(),
+            shared,
+        ))
+        .map_err(|e| e.to_string())?;
     let suffix = format!("{:x}", std::process::id());
     let ns = format!("fl-attach-{suffix}");
     let pv = format!("fl-attach-{suffix}");

@@ -331,19 +331,29 @@ impl dyn Fault + '_ {
         }
     }
 
+    /// Does it reach the host only through a file of bounded size on the host's disk (kind's disk
+    /// faults: containerd's disk is a loop file), not through a limit of the host's kernel?
+    pub fn fills_host_disk(&self) -> bool {
+        matches!(self.reach(), Reach::Host(_)) && !self.needs().host_kernel
+    }
+
     /// What a run of this fault holds while it runs, for `faultlab run --jobs` ([`crate::schedule`]):
-    /// its reach and its host ports (the cluster key is the platform's to say: kind's needs).
+    /// its reach and its host ports (the cluster key is the platform's to say: kind's needs). One that
+    /// lowers a limit of the host's kernel is host-wide; one that fills a disk that is a file on the
+    /// host breaks only its node, and holds the host's disk ([`crate::schedule::Claim::host_disk`]).
     pub fn claim(&self) -> crate::schedule::Claim {
         use crate::schedule::Scope;
         let needs = self.needs();
+        let host_disk = self.fills_host_disk();
         let scope = match self.reach() {
             Reach::Namespace => Scope::Namespace,
             Reach::Node => Scope::Node,
             Reach::NodeFailure => Scope::NodeFailure,
             Reach::Cluster => Scope::Cluster,
+            Reach::Host(_) if host_disk => Scope::Node,
             Reach::Host(_) => Scope::Host,
         };
-        crate::schedule::Claim { scope, host_ports: needs.host_ports, cluster_key: String::new(), budget: std::time::Duration::ZERO }
+        crate::schedule::Claim { scope, host_ports: needs.host_ports, host_disk, cluster_key: String::new(), budget: std::time::Duration::ZERO }
     }
 
     /// Does the fault act on more than its namespace (so one training session at a time per node)?
