@@ -387,6 +387,12 @@ impl Run {
         ctx.kube.create_namespace(&self.namespace, self.scenario.name()).await?;
         self.pods = Some(ctx.observe.pod_states(&self.namespace, &ctx.target.selector));
         self.fault.fault().prepare(&ctx).await.map_err(RunError::Setup)?;
+        if s.workload.start_broken {
+            // A workload broken from its creation makes its symptom's first events now, and one made
+            // before inject's watch lists its baseline would count as already there: storageclass-missing
+            // then waited a minute for the scheduler's next try (seen once in ten runs). Record from here.
+            self.start_recording().await?;
+        }
         for mut object in self.scenario.objects(&ctx.vars)? {
             if self.pin {
                 if self.fault.fault().needs().moves_between_nodes {
@@ -418,12 +424,13 @@ impl Run {
         Ok(())
     }
 
-    /// Start recording events, then inject the fault and check it is in place.
+    /// Start recording events (unless setup did, for a workload that starts broken), then inject the
+    /// fault and check it is in place.
     pub async fn inject(&mut self) -> Result<(), RunError> {
         self.begin(Phase::Inject);
-        // Returns once the watch has listed its baseline, before anything breaks.
-        let listed = self.rec().timed(Work::Api, self.ctx.observe.events(Some(&self.namespace), self.ctx.node.name())).await;
-        self.events = Some(listed.map_err(RunError::Events)?);
+        if self.events.is_none() {
+            self.start_recording().await?;
+        }
         let fault = self.fault.clone();
         fault.fault().inject(&self.ctx).await.map_err(RunError::Inject)?;
         // The fault itself, not only its symptom, must be in place.
@@ -435,6 +442,14 @@ impl Run {
             return Err(RunError::Inject(FaultError::Check { step: "check-fault".into(), message: absent.to_string() }));
         }
         self.end(Phase::Inject);
+        Ok(())
+    }
+
+    /// Watch the run's namespace and node for events. Returns once the watch has listed its baseline,
+    /// so nothing that follows is mistaken for what was already there.
+    async fn start_recording(&mut self) -> Result<(), RunError> {
+        let listed = self.rec().timed(Work::Api, self.ctx.observe.events(Some(&self.namespace), self.ctx.node.name())).await;
+        self.events = Some(listed.map_err(RunError::Events)?);
         Ok(())
     }
 

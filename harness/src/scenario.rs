@@ -117,7 +117,8 @@ pub struct Workload {
     /// How long the workload may take to be ready before the fault.
     #[serde(default = "default_ready_within")]
     pub ready_within: Span,
-    /// Do not wait for the workload before injecting (it is created broken on purpose).
+    /// Do not wait for the workload before injecting (it is created broken on purpose). Its events are
+    /// recorded from before it is created, since its symptom's first events come at once.
     #[serde(default)]
     pub start_broken: bool,
     /// Cluster-scoped objects the manifests create, as `Kind/name` (`StorageClass/fast`). Anything

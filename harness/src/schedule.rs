@@ -358,10 +358,45 @@ impl Scheduler {
 
 /// A [`Scheduler`] for threads that each run one scenario (the test harness's trials): a thread asks
 /// for a place with [`Slots::acquire`], which blocks until the rules let it start, and gives it back by
-/// dropping the [`Lease`]. Waiting threads are taken in the order they asked.
+/// dropping the [`Lease`]. They are taken in the order of their ids, which is the scheduler's order
+/// ([`Scheduler::order`]), not in the order their threads reach the lock: the test harness's threads
+/// take the trials in order but race to ask, and a cluster-wide scenario that asked after a node's
+/// failure had started then waited out the failure's 7 minutes with every other place idle behind it
+/// (CI, 2026-11-29). So none starts before every id in front of it among those expected has asked.
 pub struct Slots {
-    state: std::sync::Mutex<(Scheduler, Vec<(usize, Claim)>)>,
+    state: std::sync::Mutex<Asking>,
     changed: std::sync::Condvar,
+}
+
+/// What [`Slots`] guards.
+struct Asking {
+    scheduler: Scheduler,
+    /// Those waiting for a place, by id.
+    waiting: Vec<(usize, Claim)>,
+    /// The ids that will ask, in order.
+    expected: Vec<usize>,
+    /// The ids that have asked.
+    asked: std::collections::BTreeSet<usize>,
+}
+
+impl Asking {
+    /// Which waiting id may start now, and where: of those waiting, only the ones in front of the first
+    /// expected id that has not asked yet.
+    fn next(&self) -> Option<(usize, Start)> {
+        let cut = match self.expected.iter().find(|i| !self.asked.contains(i)) {
+            Some(missing) => self.waiting.partition_point(|(i, _)| i < missing),
+            None => self.waiting.len(),
+        };
+        let claims: Vec<&Claim> = self.waiting[..cut].iter().map(|(_, c)| c).collect();
+        self.scheduler.next(&claims).map(|start| (self.waiting[start.pending].0, start))
+    }
+
+    /// `id` asks for a place with `claim`.
+    fn ask(&mut self, id: usize, claim: Claim) {
+        self.asked.insert(id);
+        let at = self.waiting.partition_point(|(i, _)| *i < id);
+        self.waiting.insert(at, (id, claim));
+    }
 }
 
 /// A place held; dropped, it is free again.
@@ -377,20 +412,26 @@ pub struct Lease<'a> {
 }
 
 impl Slots {
-    pub fn new(scheduler: Scheduler) -> Slots {
-        Slots { state: std::sync::Mutex::new((scheduler, Vec::new())), changed: std::sync::Condvar::new() }
+    /// Slots for the callers with ids `expected` (each asks once; an id not in it may ask too, and is
+    /// taken in its place among them).
+    pub fn new(scheduler: Scheduler, expected: impl IntoIterator<Item = usize>) -> Slots {
+        let mut expected: Vec<usize> = expected.into_iter().collect();
+        expected.sort_unstable();
+        let asking = Asking { scheduler, waiting: Vec::new(), expected, asked: Default::default() };
+        Slots { state: std::sync::Mutex::new(asking), changed: std::sync::Condvar::new() }
     }
 
     /// Wait until `id` may start with `claim`; `id` is unique among the callers.
     pub fn acquire(&self, id: usize, claim: Claim) -> Lease<'_> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.1.push((id, claim));
+        state.ask(id, claim);
+        // Another waiting thread may be able to start now that this one has asked.
+        self.changed.notify_all();
         loop {
-            let (sched, waiting) = &mut *state;
-            let claims: Vec<&Claim> = waiting.iter().map(|(_, c)| c).collect();
-            if let Some(start) = sched.next(&claims) {
-                if waiting[start.pending].0 == id {
-                    let (_, claim) = waiting.remove(start.pending);
+            if let Some((who, start)) = state.next() {
+                if who == id {
+                    let (_, claim) = state.waiting.remove(start.pending);
+                    let sched = &mut state.scheduler;
                     let beside = sched.running();
                     sched.start(id, start.place, claim);
                     let node = sched.node(start.place).map(String::from);
@@ -410,7 +451,7 @@ impl Slots {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let mut state = self.slots.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.0.finish(self.id);
+        state.scheduler.finish(self.id);
         self.slots.changed.notify_all();
     }
 }
@@ -620,9 +661,39 @@ mod tests {
     }
 
     #[test]
+    fn the_threads_are_taken_in_the_order_of_their_ids_not_of_their_asking() {
+        // The scheduler's order: the cluster-wide one first, then the node's failure, then a node-wide one.
+        let slots = Slots::new(Scheduler::new(nodes(3), 6), [0, 1, 2]);
+        let mut state = slots.state.lock().unwrap();
+        // Their threads reach the lock the other way round (CI's test harness, 2026-11-29).
+        state.ask(2, claim(Scope::Node));
+        assert!(state.next().is_none(), "none starts before those in front of it have asked");
+        state.ask(1, claim(Scope::NodeFailure));
+        assert!(state.next().is_none(), "the failure waits for the cluster-wide one in front of it");
+        state.ask(0, claim(Scope::Cluster));
+        let (who, start) = state.next().expect("the cluster-wide one starts");
+        assert_eq!(who, 0);
+        let (_, c) = state.waiting.remove(start.pending);
+        state.scheduler.start(0, start.place, c);
+        assert!(state.next().is_none(), "it runs alone");
+        state.scheduler.finish(0);
+        let (who, start) = state.next().expect("then the failure");
+        assert_eq!(who, 1);
+        let (_, c) = state.waiting.remove(start.pending);
+        state.scheduler.start(1, start.place, c);
+        assert_eq!(state.next().map(|(who, _)| who), Some(2), "and the node-wide one beside it");
+        // An id not expected is taken in its place among them.
+        let mut later = Asking { scheduler: Scheduler::new(nodes(3), 6), waiting: vec![], expected: vec![0], asked: Default::default() };
+        later.ask(5, claim(Scope::Node));
+        assert!(later.next().is_none(), "5 waits for 0, expected");
+        later.ask(0, claim(Scope::Node));
+        assert_eq!(later.next().map(|(who, _)| who), Some(0));
+    }
+
+    #[test]
     fn threads_wait_their_turn_and_never_break_a_node_together() {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let slots = Slots::new(Scheduler::new(nodes(2), 3));
+        let slots = Slots::new(Scheduler::new(nodes(2), 3), 0..7);
         let on_node = [AtomicUsize::new(0), AtomicUsize::new(0)];
         let alone_ok = AtomicUsize::new(1);
         let running = AtomicUsize::new(0);
@@ -650,7 +721,7 @@ mod tests {
             }
         });
         assert_eq!(alone_ok.load(Ordering::SeqCst), 1, "a node broken by two at once, or the cluster-wide one not alone");
-        assert_eq!(slots.state.lock().unwrap().0.running(), Vec::<usize>::new(), "every lease given back");
+        assert_eq!(slots.state.lock().unwrap().scheduler.running(), Vec::<usize>::new(), "every lease given back");
     }
 
     #[test]

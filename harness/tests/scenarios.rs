@@ -8,7 +8,8 @@
 //! 1 runs them one after the other; `--test-threads` is set from it). On a cluster faultlab did not
 //! create, the node's state is compared before and after each run. A scenario with no reviewed snapshot
 //! on the platform passes with a notice (its `.snap.new` waits for review); `FAULTLAB_STRICT_SNAPSHOTS=1`
-//! fails it instead, as `faultlab run --strict-snapshots` does.
+//! fails it instead, as `faultlab run --strict-snapshots` does. `FAULTLAB_REPORT_DIR=DIR` keeps each
+//! scenario's report, `DIR/<name>.json`, and the set's, `DIR/suite.json` (for `ci/phase-table`).
 
 use std::process::ExitCode;
 
@@ -108,8 +109,15 @@ fn main() -> ExitCode {
         let mut slots: Vec<Option<scenario::Loaded>> = all.into_iter().map(Some).collect();
         all = order.into_iter().filter_map(|i| slots[i].take()).collect();
     }
-    let slots = std::sync::Arc::new(faultlab::schedule::Slots::new(scheduler));
-    let trials = all
+    // The slots are made once the trials are, from the ids of those that will run (not filtered out,
+    // not ignored): the slots take them in their order, whichever thread asks first.
+    let slots: std::sync::Arc<std::sync::OnceLock<faultlab::schedule::Slots>> = Default::default();
+    // With FAULTLAB_REPORT_DIR, each scenario's report (`<name>.json`) and, once all have run, the
+    // set's (`suite.json`: every report with the set's wall time, as `faultlab run --output json`
+    // writes it), for ci/phase-table.
+    let reports: Reports = Reports::default();
+    let mut ids = Vec::new();
+    let trials: Vec<Trial> = all
         .into_iter()
         .enumerate()
         .map(|(id, loaded)| {
@@ -118,20 +126,38 @@ fn main() -> ExitCode {
             let report_dir = report_dir.clone();
             let ignored = choice.is_err();
             let slots = slots.clone();
-            let trial = Trial::test(name, move || run_one(loaded, choice, report_dir, &slots, id, jobs));
-            if ignored {
-                trial.with_kind("no cluster").with_ignored_flag(true)
-            } else {
-                trial
+            let reports = reports.clone();
+            let trial = Trial::test(name, move || {
+                let slots = slots.get().ok_or("the trials' slots were not made")?;
+                run_one(loaded, choice, report_dir, &reports, slots, id, jobs)
+            });
+            let trial = if ignored { trial.with_kind("no cluster").with_ignored_flag(true) } else { trial };
+            if !args.is_filtered_out(&trial) && !args.is_ignored(&trial) {
+                ids.push(id);
             }
+            trial
         })
         .chain(gaps.into_keys().map(|name| Trial::test(name, || Ok(())).with_kind("not reproducible").with_ignored_flag(true)))
         .chain(skipped.into_iter().map(|name| Trial::test(name, || Ok(())).with_kind("FAULTLAB_SKIP_SCENARIOS").with_ignored_flag(true)))
         .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    let _ = slots.set(faultlab::schedule::Slots::new(scheduler, ids));
+    let started = std::time::Instant::now();
+    let conclusion = libtest_mimic::run(&args, trials);
+    let reports = std::mem::take(&mut *reports.lock().unwrap_or_else(|p| p.into_inner()));
+    if let (Some(dir), false) = (&report_dir, reports.is_empty()) {
+        let suite = faultlab::report::SuiteReport::new(started.elapsed().as_secs_f64(), reports);
+        if let Err(e) = std::fs::write(dir.join("suite.json"), suite.json()) {
+            eprintln!("error: writing {}: {e}", dir.join("suite.json").display());
+            return ExitCode::FAILURE;
+        }
+    }
+    conclusion.exit_code()
 }
 
-fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>, slots: &faultlab::schedule::Slots, id: usize, jobs: usize) -> Result<(), Failed> {
+/// The reports of the scenarios run so far, in the order they ended.
+type Reports = std::sync::Arc<std::sync::Mutex<Vec<faultlab::report::ScenarioReport>>>;
+
+fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, report_dir: Option<std::path::PathBuf>, reports: &Reports, slots: &faultlab::schedule::Slots, id: usize, jobs: usize) -> Result<(), Failed> {
     let choice = choice.map_err(|reason| Failed::from(format!("no cluster to run on: {reason}")))?;
     // Waits until its fault's reach lets it start; the node it gets is its own while the lease lasts.
     let lease = slots.acquire(id, suite::claim(&loaded, &choice, None));
@@ -175,6 +201,7 @@ fn run_one(loaded: scenario::Loaded, choice: Result<ProviderChoice, String>, rep
             let _ = std::fs::create_dir_all(dir);
             let suite = faultlab::report::SuiteReport::new(0.0, vec![report.clone()]);
             let _ = std::fs::write(dir.join(format!("{}.json", report.scenario)), suite.json());
+            reports.lock().unwrap_or_else(|p| p.into_inner()).push(report.clone());
         }
         if report.status != Status::Passed {
             return Err(Failed::from(report.line()));

@@ -14,7 +14,9 @@
 //! host-local writes them (one file per address, named by the address, holding a container ID), for
 //! every free address and for the target pod's own, with an ID no container has:
 //! when the pod is deleted its network teardown finds no reservation of its own to release, so its
-//! address stays taken too, exactly as a leak happens. The undo (journalled first) removes every
+//! address stays taken too, exactly as a leak happens. Before that it waits for the pods of other
+//! namespaces being deleted on the node (a scenario that ran there just before) to go, since each gives
+//! its address back only then. The undo (journalled first) removes every
 //! reservation with that ID. Nothing else of the node changes: the CNI configuration stays as it is.
 
 use std::collections::BTreeSet;
@@ -22,7 +24,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -160,6 +162,25 @@ pub fn leaked(held: &[(Ipv4Addr, String)], live: &BTreeSet<String>) -> Vec<Ipv4A
     held.iter().filter(|(_, id)| !live.contains(id)).map(|(a, _)| *a).collect()
 }
 
+/// How long inject waits for the pods being deleted on the node to give their addresses back: their
+/// grace period (the scenarios' workloads take 2 s at most) and the kubelet's stopping their sandboxes.
+const GOING_AWAY_WITHIN: Duration = Duration::from_secs(90);
+
+/// The pods on `node`, outside `namespace`, being deleted, or in a namespace being deleted, whose
+/// controller marks them deleted a moment later (`namespace/name`): each holds its address until its
+/// sandbox stops, and the kubelet deletes the pod only after that.
+pub fn going_away(pods: &[Pod], namespaces: &[Namespace], node: &str, namespace: &str) -> Vec<String> {
+    let ending: BTreeSet<&str> = namespaces.iter().filter(|n| n.metadata.deletion_timestamp.is_some()).filter_map(|n| n.metadata.name.as_deref()).collect();
+    pods.iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| {
+            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+            ns != namespace && (p.metadata.deletion_timestamp.is_some() || ending.contains(ns))
+        })
+        .map(|p| format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or_default(), p.metadata.name.as_deref().unwrap_or_default()))
+        .collect()
+}
+
 /// `sh -c SCRIPT sh ARGS...` ([`Cmd::script`]).
 fn script(text: &str, args: impl IntoIterator<Item = String>) -> Cmd {
     Cmd::script(text, args)
@@ -246,6 +267,7 @@ impl Fault for CniBroken {
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let net = self.find_network(ctx, "find-network").await?;
         ctx.keep("network", &net)?;
+        self.wait_for_pods_going_away(ctx, "wait-for-pods-going-away").await?;
         let pods: Vec<Pod> = ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err("find-pod"))?;
         let own: Vec<Ipv4Addr> = pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.as_deref()?.parse().ok()).collect();
         ctx.undo_on_node(&format!("release the addresses of network {} reserved for {LEAK_ID}", net.name), remove_held_by(&net.reservations, LEAK_ID))?;
@@ -300,6 +322,32 @@ impl CniBroken {
         match ctx.kept::<Network>("network") {
             Some(net) => Ok(net),
             None => self.find_network(ctx, step).await,
+        }
+    }
+
+    /// Wait (at most [`GOING_AWAY_WITHIN`]) until no pod of another namespace on the run's node is being
+    /// deleted: its sandbox holds an address until it is gone, and one it gives back after the
+    /// reservation is free for the restarted pod, which then starts (CI, 2026-11-29: a scenario that had
+    /// just ended on the node, its namespace deleted, gave back 2 addresses and the symptom never came).
+    async fn wait_for_pods_going_away(&self, ctx: &Ctx, step: &str) -> Result<(), FaultError> {
+        let deadline = tokio::time::Instant::now() + GOING_AWAY_WITHIN;
+        let mut noted = false;
+        loop {
+            let namespaces: Vec<Namespace> = ctx.kube.list(None, None).await.map_err(Ctx::api_err(step))?;
+            let pods: Vec<Pod> = ctx.kube.list(None, None).await.map_err(Ctx::api_err(step))?;
+            let going = going_away(&pods, &namespaces, ctx.node.name(), &ctx.namespace);
+            if going.is_empty() {
+                return Ok(());
+            }
+            if !noted {
+                ctx.note(format!("wait for the pods being deleted on the node to give their addresses back: {}", going.join(", ")));
+                noted = true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                ctx.note(format!("pods on the node still being deleted after {GOING_AWAY_WITHIN:?}, their addresses not reserved: {}", going.join(", ")));
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 
@@ -426,6 +474,33 @@ mod tests {
         assert_eq!(held.len(), 2, "only files named by an address");
         let live: BTreeSet<String> = ["abc".to_string()].into();
         assert_eq!(leaked(&held, &live), [Ipv4Addr::new(198, 18, 0, 3)]);
+    }
+
+    #[test]
+    fn the_pods_going_away_are_another_namespace_s_being_deleted_on_the_node() {
+        let pod = |ns: &str, name: &str, node: &str, deleted: bool| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": ns, "name": name, "deletionTimestamp": deleted.then_some("2026-11-29T22:40:28Z")},
+                "spec": {"nodeName": node, "containers": []},
+            }))
+            .unwrap()
+        };
+        let namespace = |name: &str, deleted: bool| -> Namespace {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "deletionTimestamp": deleted.then_some("2026-11-29T22:40:28Z")}})).unwrap()
+        };
+        let pods = [
+            pod("fl-before", "web-1", "node-1", true),
+            pod("fl-before", "web-2", "node-2", true),
+            pod("fl-before", "web-3", "node-1", false),
+            pod("fl-run", "web-4", "node-1", true),
+            pod("fl-ended", "web-5", "node-1", false),
+        ];
+        let namespaces = [namespace("fl-before", false), namespace("fl-run", false), namespace("fl-ended", true)];
+        assert_eq!(
+            going_away(&pods, &namespaces, "node-1", "fl-run"),
+            ["fl-before/web-1", "fl-ended/web-5"],
+            "a pod being deleted, or in a namespace being deleted; not the run's own, not another node's"
+        );
     }
 
     #[test]
