@@ -23,8 +23,8 @@ pub struct FaultAbsent(pub String);
 pub trait Observe: Send + Sync {
     /// Until node `node` carries no not-ready or unreachable taint.
     async fn node_untainted(&self, node: &str, within: Duration) -> Result<(), WaitError>;
-    /// Until node `node` carries a not-ready or unreachable taint.
-    async fn node_tainted(&self, node: &str, within: Duration) -> Result<(), WaitError>;
+    /// Until node `node` carries taint `key` (not-ready or unreachable) and not the other.
+    async fn node_tainted(&self, node: &str, key: &str, within: Duration) -> Result<(), WaitError>;
     /// Until node `node` satisfies `gate`.
     async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError>;
     /// Until claim `name` in `ns` satisfies `gate`.
@@ -75,8 +75,8 @@ impl Observe for Live {
         wait::node_untainted_within(&self.client, node, within).await.map(drop)
     }
 
-    async fn node_tainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
-        wait::node_tainted_within(&self.client, node, within).await.map(drop)
+    async fn node_tainted(&self, node: &str, key: &str, within: Duration) -> Result<(), WaitError> {
+        wait::node_tainted_within(&self.client, node, key, within).await.map(drop)
     }
 
     async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError> {
@@ -160,10 +160,6 @@ fn untainted_text(node: &str) -> String {
     format!("node {node} without the taints {}", wait::NOT_READY_TAINTS.join(", "))
 }
 
-fn tainted_text(node: &str) -> String {
-    format!("node {node} tainted {}", wait::NOT_READY_TAINTS.join(" or "))
-}
-
 fn node_text(node: &str, gate: &NodeGate) -> String {
     format!("node {node} {}={}", gate.condition.type_, gate.condition.status)
 }
@@ -188,8 +184,8 @@ impl Observe for Timed {
         self.timed(untainted_text(node), self.inner.node_untainted(node, within)).await
     }
 
-    async fn node_tainted(&self, node: &str, within: Duration) -> Result<(), WaitError> {
-        self.timed(tainted_text(node), self.inner.node_tainted(node, within)).await
+    async fn node_tainted(&self, node: &str, key: &str, within: Duration) -> Result<(), WaitError> {
+        self.timed(wait::tainted_text(node, key), self.inner.node_tainted(node, key, within)).await
     }
 
     async fn node(&self, node: &str, gate: &NodeGate, within: Duration) -> Result<(), WaitError> {
@@ -255,8 +251,8 @@ impl Observe for Planned {
         self.wait(untainted_text(node))
     }
 
-    async fn node_tainted(&self, node: &str, _: Duration) -> Result<(), WaitError> {
-        self.wait(tainted_text(node))
+    async fn node_tainted(&self, node: &str, key: &str, _: Duration) -> Result<(), WaitError> {
+        self.wait(wait::tainted_text(node, key))
     }
 
     async fn node(&self, node: &str, gate: &NodeGate, _: Duration) -> Result<(), WaitError> {
@@ -318,7 +314,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Ok(())
         }
-        async fn node_tainted(&self, _: &str, _: Duration) -> Result<(), WaitError> {
+        async fn node_tainted(&self, _: &str, _: &str, _: Duration) -> Result<(), WaitError> {
             Ok(())
         }
         async fn node(&self, _: &str, _: &NodeGate, _: Duration) -> Result<(), WaitError> {
