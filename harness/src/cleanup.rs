@@ -26,8 +26,8 @@ pub struct Cleaned {
     pub errors: Vec<CleanupError>,
 }
 
-/// Replay every journal whose run is gone (or all, with `force`), except those in `keep` (the
-/// journals of open training sessions: a person is working on what they broke).
+/// Replay every journal whose run is gone (its lock free; or all, with `force`), except those in
+/// `keep` (the journals of open training sessions: a person is working on what they broke).
 pub async fn journals(force: bool, keep: &[std::path::PathBuf], out: &mut Cleaned) {
     let dir = match journal::journal_dir() {
         Ok(dir) => dir,
@@ -41,15 +41,32 @@ pub async fn journals(force: bool, keep: &[std::path::PathBuf], out: &mut Cleane
             out.journals_skipped.push(format!("{} (an open training session's: `faultlab cleanup --sessions` undoes it too)", path.display()));
             continue;
         }
-        let journal = match Journal::open(&path) {
-            Ok(j) => j,
+        // Its lock held while it is replayed, so two cleanups never replay one journal at once.
+        let journal = match Journal::claim(&path) {
+            Ok(Some(j)) => j,
+            // Held: its run is alive (or another cleanup is at it). `--force` replays it anyway.
+            Ok(None) if force => match Journal::open(&path) {
+                Ok(j) => j,
+                Err(_) if !path.exists() => continue,
+                Err(e) => {
+                    out.errors.push(e.into());
+                    continue;
+                }
+            },
+            Ok(None) => {
+                if path.exists() {
+                    out.journals_skipped.push(format!("{} (its run is still running: it holds {})", path.display(), journal::lock_path(&path).display()));
+                }
+                continue;
+            }
             Err(e) => {
                 out.errors.push(e.into());
                 continue;
             }
         };
         let file = journal.snapshot();
-        if !force && file.pid != std::process::id() && journal::pid_alive(file.pid) {
+        // A journal of an older faultlab, which held no lock: its pid is all there is to go by.
+        if !force && !file.locked && file.pid != std::process::id() && journal::pid_alive(file.pid) {
             out.journals_skipped.push(format!("{} (run {} still running as pid {})", path.display(), file.run_id, file.pid));
             continue;
         }

@@ -568,6 +568,13 @@ pub const TRANSIENT: &[(&str, &str)] = &[
     // beside memory-limit-unit on the same node caught it (cpu-count, ci/test at 189 commits, the
     // 3-node containerd 2 test bed).
     ("SystemOOM", "System OOM encountered"),
+    // The kubelet's pod worker could not read the pod's status from its cache: the runtime had removed
+    // a sandbox or container between the PLEG's list and its status call ("error determining status:
+    // rpc error: code = NotFound desc = an error occurred when try to find sandbox: not found"). The
+    // 1.20 kubelet's only FailedSync (pkg/kubelet/pod_workers.go), and the next relist has the status.
+    // Seen once, on the emulated arm64 node in CI (cni-plugin-missing's recovery, 2026-11-30); any
+    // scenario whose pods are replaced can meet it.
+    ("FailedSync", "error determining status: rpc error: code = NotFound"),
 ];
 
 /// What the kubelet says, whatever its event's reason, when it could not reach the container engine's
@@ -614,6 +621,10 @@ mod tests {
         assert!(n.events(&[raced], &[], &[]).is_empty(), "the node authorizer's race is transient");
         let oom = tests::seen("Node", "faultlab-node", "SystemOOM", "System OOM encountered, victim process: runc:[2:INIT], pid: 7019", t);
         assert!(n.events(&[oom], &[], &[]).is_empty(), "another scenario's sandbox OOM seen as the node's");
+        let sync = tests::seen("Pod", "web-1", "FailedSync", "error determining status: rpc error: code = NotFound desc = an error occurred when try to find sandbox: not found", t);
+        assert!(n.events(&[sync], &[], &[]).is_empty(), "a sandbox removed between the PLEG's list and its status");
+        let down = tests::seen("Pod", "web-1", "FailedSync", "error determining status: rpc error: code = Unavailable desc = connection error", t);
+        assert_eq!(n.events(&[down], &[], &[]).len(), 1, "only NotFound is the race");
     }
 
     fn seen(kind: &str, name: &str, reason: &str, message: &str, at: Instant) -> Seen {

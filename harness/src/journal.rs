@@ -30,6 +30,12 @@ pub enum JournalError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("taking the journal's lock {} (flock)", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("undo {what:?} failed: {source}")]
     Undo {
         what: String,
@@ -122,6 +128,12 @@ pub struct JournalFile {
     pub run_id: String,
     pub scenario: String,
     pub pid: u32,
+    /// The run holds its journal's lock file ([`lock_path`]) while it lives: whether it is alive is
+    /// whether that lock is held, not whether some process has its pid (a pid is reused, after a reboot
+    /// at the latest, and the journal outlives both). Journals of older faultlab versions have no lock:
+    /// for them the pid is all there is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub locked: bool,
     pub cluster: ClusterRef,
     pub entries: Vec<Entry>,
     /// What the run's fault learnt and needs again later, in this process or another (`faultlab
@@ -171,24 +183,52 @@ pub fn journal_dir() -> Result<PathBuf, JournalError> {
 pub struct Journal {
     path: Option<PathBuf>,
     file: Arc<Mutex<JournalFile>>,
+    /// Its lock file, held (`flock`, alone) by this process while the journal lives in it: the run
+    /// that made it, or the cleanup that replays it.
+    lock: Option<Arc<std::fs::File>>,
+}
+
+/// The lock file beside journal `path`: `<run id>.lock`.
+pub fn lock_path(path: &Path) -> PathBuf {
+    path.with_extension("lock")
+}
+
+/// Take the lock file at `path` alone without waiting: `None` if another open file holds it (in this
+/// process or another). The file is checked as every state file is ([`crate::statefile::open_append`]).
+fn try_lock(path: &Path) -> Result<Option<std::fs::File>, JournalError> {
+    let file = crate::statefile::open_append(path).map_err(|source| JournalError::State { source })?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(JournalError::Lock { path: path.to_owned(), source: e }),
+    }
 }
 
 impl Journal {
     /// Open a new journal on disk for a run.
     pub fn create(dir: &Path, run_id: &str, scenario: &str, cluster: ClusterRef) -> Result<Journal, JournalError> {
         crate::statefile::private_dir(dir).map_err(|source| JournalError::State { source })?;
+        let path = dir.join(format!("{run_id}.json"));
+        // Taken before the journal is written, so no cleanup can find the journal with its lock free.
+        let lock_file = lock_path(&path);
+        let lock = try_lock(&lock_file)?.ok_or_else(|| JournalError::Lock {
+            path: lock_file,
+            source: std::io::Error::other("another process holds it: a run of the same id is still running"),
+        })?;
         let journal = Journal {
-            path: Some(dir.join(format!("{run_id}.json"))),
+            path: Some(path),
             file: Arc::new(Mutex::new(JournalFile {
                 api_version: ApiVersion::V1alpha1,
                 kind: "Journal".into(),
                 run_id: run_id.into(),
                 scenario: scenario.into(),
                 pid: std::process::id(),
+                locked: true,
                 cluster,
                 entries: Vec::new(),
                 fault_state: BTreeMap::new(),
             })),
+            lock: Some(Arc::new(lock)),
         };
         journal.save()?;
         Ok(journal)
@@ -204,10 +244,12 @@ impl Journal {
                 run_id: "plan".into(),
                 scenario: scenario.into(),
                 pid: std::process::id(),
+                locked: false,
                 cluster: ClusterRef::default(),
                 entries: Vec::new(),
                 fault_state: BTreeMap::new(),
             })),
+            lock: None,
         }
     }
 
@@ -215,7 +257,24 @@ impl Journal {
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
         let text = crate::statefile::read(path).map_err(|source| JournalError::State { source })?;
         let file: JournalFile = serde_json::from_str(&text).map_err(|source| JournalError::Decode { path: path.to_owned(), source })?;
-        Ok(Journal { path: Some(path.to_owned()), file: Arc::new(Mutex::new(file)) })
+        Ok(Journal { path: Some(path.to_owned()), file: Arc::new(Mutex::new(file)), lock: None })
+    }
+
+    /// Load a journal a run left behind and hold its lock, to replay it: `None` if its lock is held (its
+    /// run is alive, or another cleanup is replaying it) or if the journal went while the lock was
+    /// taken (the one that held it finished it).
+    pub fn claim(path: &Path) -> Result<Option<Journal>, JournalError> {
+        let lock_file = lock_path(path);
+        let Some(lock) = try_lock(&lock_file)? else { return Ok(None) };
+        if std::fs::symlink_metadata(path).is_err() {
+            let _ = std::fs::remove_file(&lock_file);
+            return Ok(None);
+        }
+        let mut journal = Journal::open(path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&lock_file);
+        })?;
+        journal.lock = Some(Arc::new(lock));
+        Ok(Some(journal))
     }
 
     /// Every journal in `dir`.
@@ -312,9 +371,21 @@ impl Journal {
         if errors.is_empty() {
             if let Some(path) = &self.path {
                 let _ = std::fs::remove_file(path);
+                self.remove_lock_file(path);
             }
         }
         errors
+    }
+
+    /// With the journal gone, its lock file goes too, by whoever holds it: this process if it does,
+    /// else nobody else may (a training session's journal, replayed by `faultlab reset` after the
+    /// run that made it ended).
+    fn remove_lock_file(&self, path: &Path) {
+        let lock_file = lock_path(path);
+        let held_here = self.lock.is_some();
+        if held_here || (std::fs::symlink_metadata(&lock_file).is_ok_and(|m| m.is_file()) && matches!(try_lock(&lock_file), Ok(Some(_)))) {
+            let _ = std::fs::remove_file(&lock_file);
+        }
     }
 }
 
@@ -404,5 +475,56 @@ mod tests {
         assert!(errors[0].to_string().contains("undo \"fails\" failed"));
         let left = Journal::open(&dir.path().join("run2.json")).unwrap().snapshot();
         assert_eq!(left.entries.iter().map(|e| e.done).collect::<Vec<_>>(), vec![true, false]);
+    }
+
+    #[tokio::test]
+    async fn a_live_run_s_journal_is_not_claimed_and_a_dead_one_s_is_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run6.json");
+        let run = Journal::create(dir.path(), "run6", "demo", ClusterRef::default()).unwrap();
+        run.record("undo", Undo::Host { cmd: Cmd::new(["true"]) }).unwrap();
+        assert!(run.snapshot().locked);
+        // The run holds its lock (another open file, as another process's would be).
+        assert!(Journal::claim(&path).unwrap().is_none(), "a live run's journal");
+        drop(run);
+        // The run is gone (a process's locks go with it): one cleanup claims it, a second one cannot.
+        let first = Journal::claim(&path).unwrap().expect("the dead run's journal");
+        assert!(Journal::claim(&path).unwrap().is_none(), "claimed by the first cleanup");
+        let fake = FakeExecutor::new();
+        assert!(first.replay(fake.as_ref()).await.is_empty());
+        assert_eq!(fake.lines(), vec!["true"]);
+        assert!(!path.exists() && !lock_path(&path).exists(), "the journal and its lock file go together");
+        drop(first);
+        // A cleanup that took the lock as the journal went finds nothing, and leaves no lock file.
+        assert!(Journal::claim(&path).unwrap().is_none());
+        assert!(!lock_path(&path).exists());
+    }
+
+    #[tokio::test]
+    async fn a_journal_opened_without_its_lock_takes_the_free_lock_file_with_it() {
+        // faultlab reset replays a training session's journal, whose run ended long before.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run7.json");
+        drop(Journal::create(dir.path(), "run7", "demo", ClusterRef::default()).unwrap());
+        assert!(lock_path(&path).exists());
+        assert!(Journal::open(&path).unwrap().replay(FakeExecutor::new().as_ref()).await.is_empty());
+        assert!(!path.exists() && !lock_path(&path).exists());
+    }
+
+    #[test]
+    fn a_second_run_of_the_same_id_cannot_take_a_live_run_s_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let _run = Journal::create(dir.path(), "run8", "demo", ClusterRef::default()).unwrap();
+        let err = Journal::create(dir.path(), "run8", "demo", ClusterRef::default()).unwrap_err();
+        assert!(err.to_string().contains("run8.lock"), "{err}");
+    }
+
+    #[test]
+    fn an_older_journal_without_a_lock_reads_as_unlocked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let text = r#"{"apiVersion": "faultlab.dev/v1alpha1", "kind": "Journal", "runId": "old", "scenario": "demo", "pid": 1, "cluster": {"kubeconfig": "", "context": ""}, "entries": []}"#;
+        crate::statefile::write(&path, text.as_bytes()).unwrap();
+        assert!(!Journal::open(&path).unwrap().snapshot().locked);
     }
 }

@@ -396,7 +396,11 @@ pub async fn node(client: &Client, name: &str, gate: &NodeGate, within: Duration
 }
 
 /// Taints the node lifecycle controller sets while it has not (yet, or no longer) seen the node Ready.
-pub const NOT_READY_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+pub const NOT_READY_TAINTS: [&str; 2] = [TAINT_NOT_READY, TAINT_UNREACHABLE];
+/// The node lifecycle controller's taint for a node whose Ready condition is False.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// Its taint for a node whose Ready condition is Unknown (no status for the grace period).
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 
 /// Does the node carry none of [`NOT_READY_TAINTS`]?
 pub fn node_untainted(node: &Node) -> bool {

@@ -61,6 +61,44 @@ fn a_journal_others_may_write_is_never_replayed_and_ours_is() {
     assert_eq!(std::fs::metadata(&journals).unwrap().permissions().mode() & 0o777, 0o700, "the journal directory is private");
 }
 
+/// Rewrite the pid a journal names (as a reused or a dead one would be).
+fn set_pid(path: &Path, pid: u32) {
+    let mut file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    file["pid"] = pid.into();
+    faultlab::statefile::write(path, file.to_string().as_bytes()).unwrap();
+}
+
+#[test]
+fn cleanup_goes_by_the_run_s_lock_not_by_its_pid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let journals = state.join("journal");
+    let marker = tmp.path().join("undone");
+
+    // A live run (this test holds its journal's lock) whose pid is no process's any more: skipped.
+    let run = Journal::create(&journals, "live", "demo", ClusterRef::default()).unwrap();
+    run.record("leave a mark", Undo::Host { cmd: Cmd::new(["/usr/bin/touch", marker.to_str().unwrap()]) }).unwrap();
+    let mut gone = Command::new("/bin/true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let path = run.path().unwrap().to_owned();
+    set_pid(&path, gone_pid);
+    let out = faultlab(&state, &["cleanup"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("skipped: {} (its run is still running: it holds", path.display())), "{text}");
+    assert!(!marker.exists() && path.exists(), "a live run's journal is left to it");
+    assert!(!text.contains("nothing to clean up"), "{text}");
+
+    // The run is gone, and its pid is a live process's now (reused; here this test's own): replayed.
+    drop(run);
+    set_pid(&path, std::process::id());
+    let out = faultlab(&state, &["cleanup"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(marker.exists(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(!path.exists() && !faultlab::journal::lock_path(&path).exists(), "the journal and its lock file are gone");
+}
+
 #[test]
 fn a_state_directory_others_may_write_is_refused() {
     let tmp = tempfile::tempdir().unwrap();

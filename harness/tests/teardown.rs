@@ -123,9 +123,11 @@ fn trial(description: PathBuf, signal: i32) -> Result<(), Failed> {
         return Err("an interrupted run must not exit 0".into());
     }
 
-    let left: Vec<PathBuf> = Journal::list(&state.path().join("journal"));
+    let mut left: Vec<PathBuf> = Journal::list(&state.path().join("journal"));
+    // A journal's lock file goes with it (faultlab::journal::lock_path).
+    left.extend(faultlab::statefile::list(&state.path().join("journal"), "lock"));
     if !left.is_empty() {
-        return Err(format!("journals left behind: {left:?}").into());
+        return Err(format!("journals or their lock files left behind: {left:?}").into());
     }
     let after = node_state(&node, &rt)?;
     if after != before {

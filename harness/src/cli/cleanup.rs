@@ -43,7 +43,8 @@ pub async fn cleanup(force: bool, older_than: Duration, sessions: bool) -> Resul
     if let Some(why) = &out.clusters_unchecked {
         out!("kind clusters: {why}");
     }
-    if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && out.clusters_skipped.is_empty() && out.errors.is_empty() {
+    let skipped = !out.journals_skipped.is_empty() || !out.clusters_skipped.is_empty();
+    if out.journals_replayed.is_empty() && out.clusters_deleted.is_empty() && !skipped && out.errors.is_empty() {
         out!("nothing to clean up");
     }
     if !out.errors.is_empty() {

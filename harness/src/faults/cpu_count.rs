@@ -321,9 +321,9 @@ impl Fault for CpuCount {
         // always meets the same node: tainted unreachable, or not-ready.
         // The controller's taint for each (1.20's nodeConditionToTaintKeyStatusMap).
         let (status, taint) = if ctx.node.profile.kubelet.extra_flags_file.is_some() {
-            ("Unknown", "node.kubernetes.io/unreachable")
+            ("Unknown", crate::wait::TAINT_UNREACHABLE)
         } else {
-            ("False", "node.kubernetes.io/not-ready")
+            ("False", crate::wait::TAINT_NOT_READY)
         };
         let gate = NodeGate { condition: ConditionGate { type_: "Ready".into(), status: status.into(), reason: None } };
         ctx.observe
