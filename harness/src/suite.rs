@@ -112,6 +112,7 @@ fn kind_provider_on(scenario: &Loaded, arch: Arch, keep: bool, node_image: Optio
         image_info: Default::default(),
         existing: false,
         network_gateway: Default::default(),
+        owner: Default::default(),
     };
     named(kind, &name)
 }

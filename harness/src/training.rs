@@ -101,6 +101,11 @@ pub enum TrainingError {
     Api(#[from] crate::kube_ops::KubeError),
     #[error("the {0} stage is answered already")]
     Answered(&'static str),
+    #[error(
+        "session {id} is being undone by another faultlab process (`faultlab reset`, `faultlab cleanup --sessions`), or still broken by its `faultlab train`: it holds {}; nothing was undone",
+        lock.display()
+    )]
+    Busy { id: String, lock: PathBuf },
     #[error(transparent)]
     Terminal(#[from] crate::webterm::WebTermError),
 }
@@ -1119,8 +1124,15 @@ pub struct Reset {
 /// Undo everything the session did, through its journal, and close it.
 pub async fn reset(session: &Session) -> Result<Reset, TrainingError> {
     let mut out = Reset::default();
-    if session.journal.is_file() {
-        let journal = Journal::open(&session.journal).map_err(RunError::from)?;
+    // Its lock held while it is replayed, as `faultlab cleanup` holds it: never two undos at once.
+    let claimed = match session.journal.is_file() {
+        true => Journal::claim(&session.journal).map_err(RunError::from)?,
+        false => None,
+    };
+    if claimed.is_none() && session.journal.is_file() {
+        return Err(TrainingError::Busy { id: session.id.clone(), lock: journal::lock_path(&session.journal) });
+    }
+    if let Some(journal) = claimed {
         // Its undo (a kind cluster deleted, a kubelet restarted) ends processes that share this kernel,
         // on kind and on a test bed of network namespaces: it holds the host shared, as a run does.
         let (_held, note) = match session.node.ssh {
@@ -1459,6 +1471,19 @@ mod tests {
             "broke": {"started": "2026-05-01T09:59:58Z", "phases": [{"phase": "setup", "start": 0.0, "end": 3.0}, {"phase": "inject", "start": 3.0, "end": 3.5}, {"phase": "symptom", "start": 3.5, "end": 9.4}]}
         });
         serde_json::from_value(json).expect("a session")
+    }
+
+    #[tokio::test]
+    async fn a_reset_leaves_a_session_another_process_is_undoing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = session();
+        // The journal's lock is held, as another reset or `faultlab cleanup --sessions` holds it.
+        let held = Journal::create(dir.path(), "faultlab-pause-missing-x1", "pause-missing", crate::journal::ClusterRef::default()).unwrap();
+        s.journal = held.path().unwrap().to_owned();
+        let err = reset(&s).await.unwrap_err();
+        assert!(matches!(&err, TrainingError::Busy { lock, .. } if *lock == dir.path().join("faultlab-pause-missing-x1.lock")), "{err}");
+        assert!(s.journal.is_file(), "nothing undone");
+        drop(held);
     }
 
     #[test]

@@ -426,34 +426,56 @@ fn cleanup_deletes_stale_faultlab_clusters_by_label_and_age() {
     bed.seed_cluster("faultlab-pause-missing-old01", 3 * hour);
     bed.seed_cluster("faultlab-pause-missing-new01", Duration::from_secs(600));
     bed.seed_cluster("faultlab-inotify-limit-live1", 3 * hour);
+    bed.seed_cluster("faultlab-image-pull-slow-held1", 3 * hour);
+    bed.seed_cluster("faultlab-cpu-count-reuse1", 3 * hour);
     bed.seed_cluster("my-dev-cluster", 3 * hour);
-    // The live one's run is this test process.
+    // The live one's run is this test process, as an older faultlab said it: an `owner` pid file.
     let live = bed.faultlab_state.join("kind/faultlab-inotify-limit-live1");
     std::fs::create_dir_all(&live).unwrap();
     std::fs::write(live.join("owner"), format!("{}\n", std::process::id())).unwrap();
+    // This one's run holds its lock (this test, as a run does from before `kind create`).
+    let held = bed.faultlab_state.join("kind/faultlab-image-pull-slow-held1");
+    std::fs::create_dir_all(&held).unwrap();
+    std::fs::write(held.join("owner.lock"), "4000000\n").unwrap();
+    let lock = std::fs::File::open(held.join("owner.lock")).unwrap();
+    lock.try_lock().unwrap();
+    // This one's run ended, and its pid now names another live process (this test's): its lock is
+    // free, so it goes.
+    let reused = bed.faultlab_state.join("kind/faultlab-cpu-count-reuse1");
+    std::fs::create_dir_all(&reused).unwrap();
+    std::fs::write(reused.join("owner.lock"), format!("{}\n", std::process::id())).unwrap();
 
     let out = bed.run(&["cleanup", "--older-than", "1h"]);
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("deleted kind cluster: faultlab-pause-missing-old01"), "{stdout}");
+    assert!(stdout.contains("deleted kind cluster: faultlab-cpu-count-reuse1"), "{stdout}");
     assert!(stdout.contains(&format!("skipped kind cluster: faultlab-inotify-limit-live1 (its run is still running as pid {};", std::process::id())), "{stdout}");
-    assert_eq!(bed.clusters(), vec!["faultlab-inotify-limit-live1", "faultlab-pause-missing-new01", "my-dev-cluster"]);
+    let lock_path = held.join("owner.lock");
+    assert!(
+        stdout.contains(&format!("skipped kind cluster: faultlab-image-pull-slow-held1 (a faultlab process holds its lock, {}: its run (pid 4000000) or a cleanup;", lock_path.display())),
+        "{stdout}"
+    );
+    assert_eq!(bed.clusters(), vec!["faultlab-image-pull-slow-held1", "faultlab-inotify-limit-live1", "faultlab-pause-missing-new01", "my-dev-cluster"]);
+    assert!(!reused.exists(), "its run directory goes with it");
     let calls = bed.calls();
     assert_eq!(calls[0], ["docker", "version", "--format", "{{.Server.Version}}"]);
     assert_eq!(calls[1], ["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"]);
     assert_eq!(calls[2][..4], ["docker", "inspect", "--format", "{{index .Config.Labels \"io.x-k8s.kind.cluster\"}}\t{{.Created}}"]);
-    assert_eq!(calls[2].len(), 4 + 4, "one ID per node container");
-    assert_eq!(calls[3], ["kind", "delete", "cluster", "--name", "faultlab-pause-missing-old01"]);
-    assert_eq!(calls.len(), 4);
+    assert_eq!(calls[2].len(), 4 + 6, "one ID per node container");
+    assert_eq!(calls[3], ["kind", "delete", "cluster", "--name", "faultlab-cpu-count-reuse1"]);
+    assert_eq!(calls[4], ["kind", "delete", "cluster", "--name", "faultlab-pause-missing-old01"]);
+    assert_eq!(calls.len(), 5);
 
     // Without --older-than every faultlab cluster is stale; the live one still is not faultlab's to take.
     let out = bed.run(&["cleanup"]);
     assert!(out.status.success());
-    assert_eq!(bed.clusters(), vec!["faultlab-inotify-limit-live1", "my-dev-cluster"]);
+    assert_eq!(bed.clusters(), vec!["faultlab-image-pull-slow-held1", "faultlab-inotify-limit-live1", "my-dev-cluster"]);
     let out = bed.run(&["cleanup", "--force"]);
     assert!(out.status.success());
     assert_eq!(bed.clusters(), vec!["my-dev-cluster"], "another tool's cluster is never touched");
-    assert!(!live.exists());
+    assert!(!live.exists() && !held.exists());
+    drop(lock);
     let out = bed.run(&["cleanup"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
 
@@ -519,10 +541,16 @@ async fn the_provider_contract_through_the_library() {
         existing: false,
         network_gateway: Default::default(),
         host: std::sync::Arc::new(faultlab::provider::LocalHost),
+        owner: Default::default(),
     };
     let rec = Recorder::default();
     let k = kind(false);
     let cluster = k.provision(&rec).await.unwrap();
+    // The run holds its cluster's lock: a cleanup (another open file) cannot take it.
+    let lock = bed.faultlab_state.join("kind/faultlab-contract-lib01/owner.lock");
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), format!("{}\n", std::process::id()));
+    assert!(matches!(std::fs::File::open(&lock).unwrap().try_lock(), Err(std::fs::TryLockError::WouldBlock)));
+    assert!(k.owner.get().is_some());
     assert_eq!(cluster.platform, "", "the nodes name the platform through the API, once the run has a client");
     assert_eq!(cluster.context, "kind-faultlab-contract-lib01");
     let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig).unwrap();

@@ -287,6 +287,7 @@ impl InotifyLimit {
     async fn keep(mut counter: Counter, rec: Recorder, headroom: u64, mut set: u64, mut stop: tokio::sync::oneshot::Receiver<()>, (period, for_at_most): (Duration, Duration)) {
         let started = tokio::time::Instant::now();
         let (mut watch_until, mut restarts) = (None, 0);
+        let ends = |why: String| rec.push(Channel::Note, format!("the keeper of {SYSCTL} ends: {why}"));
         while started.elapsed() < for_at_most {
             tokio::select! {
                 _ = &mut stop => return,
@@ -294,34 +295,42 @@ impl InotifyLimit {
             }
             match Self::round(&counter, &rec, headroom, set).await {
                 Round::Kept => {}
-                Round::Lowered(to) => {
-                    set = to;
-                    watch_until = Some(tokio::time::Instant::now() + DRIFT_WATCH);
-                }
-                Round::Ends(why) => return rec.push(Channel::Note, format!("the keeper of {SYSCTL} ends: {why}")),
+                Round::Lowered(to) => (set, watch_until) = (to, Some(tokio::time::Instant::now() + DRIFT_WATCH)),
+                Round::Ends(why) => return ends(why),
             }
             if watch_until.is_some_and(|t| tokio::time::Instant::now() < t) && restarts < MAX_RESTARTS {
-                let (ready, uids) = counter.pods().await;
-                if !ready.is_empty() {
-                    rec.push(Channel::Note, format!(
-                        "{} of the workload runs Ready though the limit holds: it started its watchers with what was given back before the keeper lowered the limit; \
-                         lower the limit without what its pods hold, then restart the workload",
-                        ready.join(", ")
-                    ));
-                    counter.gone.extend(uids);
-                    match Self::round(&counter, &rec, headroom, set).await {
-                        Round::Kept => {}
-                        Round::Lowered(to) => set = to,
-                        Round::Ends(why) => return rec.push(Channel::Note, format!("the keeper of {SYSCTL} ends: {why}")),
-                    }
-                    if let Err(e) = counter.kube.delete_pods(&counter.namespace, &counter.selector).await {
-                        return rec.push(Channel::Note, format!("the keeper of {SYSCTL} ends: restarting the workload failed: {e}"));
-                    }
-                    (watch_until, restarts) = (None, restarts + 1);
+                match Self::restart_if_got_in(&mut counter, &rec, headroom, set).await {
+                    Ok(None) => {}
+                    Ok(Some(now)) => (set, watch_until, restarts) = (now, None, restarts + 1),
+                    Err(why) => return ends(why),
                 }
             }
         }
         rec.push(Channel::Note, format!("the keeper of {SYSCTL} ends after {:.1} s; the limit stays at {set}", for_at_most.as_secs_f64()));
+    }
+
+    /// After a lowering: if a pod of the workload runs Ready, its container started its watchers with
+    /// what was given back before the lowering. Lower the limit without what the workload's pods hold
+    /// (they give it back as they go), then restart the workload: its new pod meets the limit. The limit
+    /// then (`None`: no pod got in), or why the keeper ends.
+    async fn restart_if_got_in(counter: &mut Counter, rec: &Recorder, headroom: u64, set: u64) -> Result<Option<u64>, String> {
+        let (ready, uids) = counter.pods().await;
+        if ready.is_empty() {
+            return Ok(None);
+        }
+        rec.push(Channel::Note, format!(
+            "{} of the workload runs Ready though the limit holds: it started its watchers with what was given back before the keeper lowered the limit; \
+             lower the limit without what its pods hold, then restart the workload",
+            ready.join(", ")
+        ));
+        counter.gone.extend(uids);
+        let set = match Self::round(counter, rec, headroom, set).await {
+            Round::Kept => set,
+            Round::Lowered(to) => to,
+            Round::Ends(why) => return Err(why),
+        };
+        counter.kube.delete_pods(&counter.namespace, &counter.selector).await.map_err(|e| format!("restarting the workload failed: {e}"))?;
+        Ok(Some(set))
     }
 
     /// One round of [`InotifyLimit::keep`], with the limit at `set`.

@@ -295,7 +295,7 @@ pub struct Kind {
     pub name: String,
     pub arch: Arch,
     pub configs_dir: PathBuf,
-    /// The run's directory: composed config, kubeconfig, `owner` (removed when the cluster is deleted).
+    /// The run's directory: composed config, kubeconfig, `owner.lock` (removed when the cluster is deleted).
     pub workdir: PathBuf,
     /// Where `kind export logs` writes when a run fails.
     pub logs_dir: PathBuf,
@@ -312,6 +312,9 @@ pub struct Kind {
     pub host: std::sync::Arc<dyn Host>,
     /// A cluster of the user's (`--cluster NAME`): used as it is, neither created nor deleted.
     pub existing: bool,
+    /// Its [`owner_lock`], held by this process from before `kind create` for as long as it has the
+    /// cluster: `faultlab cleanup` leaves a cluster whose lock is held.
+    pub owner: std::sync::OnceLock<std::fs::File>,
 }
 
 /// What a node image says of itself in its labels: the images it holds by role (`dev.faultlab.image.<role>`,
@@ -974,7 +977,9 @@ impl Provider for Kind {
         };
         rec.push(Channel::Note, format!("kind config {} (from {origin}):\n{}", config_path.display(), indent(&config)));
         self.host.write(&config_path, &config)?;
-        self.host.write(&self.workdir.join("owner"), &format!("{}\n", std::process::id()))?;
+        if let Some(lock) = self.host.hold(&self.workdir.join(OWNER_LOCK))? {
+            let _ = self.owner.set(lock);
+        }
         if self.needs.csi_driver {
             // The nodes' shared disks: made here, private (0700), before kind mounts it into them.
             self.host.write(&self.csi_disks_dir().join("README"), "faultlab's CSI volumes of this run's kind cluster, a directory each; deleted with the cluster\n")?;
@@ -1165,10 +1170,39 @@ pub fn run_dir(name: &str) -> PathBuf {
     crate::journal::state_dir().join("kind").join(name)
 }
 
-/// The pid of the live faultlab process that created `cluster`, if it still runs (its `owner` file).
-pub fn live_owner(cluster: &str) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(run_dir(cluster).join("owner")).ok()?.trim().parse().ok()?;
-    (pid != std::process::id() && crate::journal::pid_alive(pid)).then_some(pid)
+/// The lock file of kind cluster `name`'s run directory ([`Kind::owner`]).
+pub const OWNER_LOCK: &str = "owner.lock";
+
+/// The lock file faultlab's process holds while it has kind cluster `name`.
+pub fn owner_lock(name: &str) -> PathBuf {
+    run_dir(name).join(OWNER_LOCK)
+}
+
+/// Is `cluster` free to delete? `Err(who)` while a faultlab process holds its [`owner_lock`] (the run
+/// that made it, or a cleanup deleting it); else `Ok` with the lock, held by this process until dropped
+/// so that no other cleanup deletes it at the same time (`None` where the run directory has no lock).
+/// A lock says whether its holder lives, where a pid, once its process has ended, may name another.
+/// A cluster that an older faultlab made has an `owner` pid file instead, read as a state file.
+pub fn claim_cluster(cluster: &str) -> Result<Option<std::fs::File>, String> {
+    let dir = run_dir(cluster);
+    let lock = dir.join(OWNER_LOCK);
+    if std::fs::symlink_metadata(&lock).is_err() {
+        let pid = crate::statefile::read(&dir.join("owner")).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        return match pid {
+            Some(pid) if pid != std::process::id() && crate::journal::pid_alive(pid) => Err(format!("its run is still running as pid {pid}")),
+            _ => Ok(None),
+        };
+    }
+    let held_by = || crate::statefile::read(&lock).ok().and_then(|t| t.trim().parse::<u32>().ok());
+    let file = crate::statefile::open_append(&lock).map_err(|e| format!("its lock cannot be used: {e}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(match held_by() {
+            Some(pid) => format!("a faultlab process holds its lock, {}: its run (pid {pid}) or a cleanup", lock.display()),
+            None => format!("a faultlab process holds its lock, {}", lock.display()),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("its lock {} cannot be taken: {e}", lock.display())),
+    }
 }
 
 /// kind's sweep: delete faultlab's clusters (found by kind's label on node containers) whose newest
@@ -1210,12 +1244,14 @@ pub async fn sweep(host: &dyn Host, rec: &Recorder, age: Duration, force: bool, 
             out.skipped.push(format!("{name} (an open training session's: `faultlab reset` or `faultlab cleanup --sessions` deletes it)"));
             continue;
         }
-        if !force {
-            if let Some(pid) = live_owner(&name) {
-                out.skipped.push(format!("{name} (its run is still running as pid {pid}; --force deletes it anyway)"));
+        // Held while it is deleted, so that another cleanup leaves it.
+        let _claimed = match claim_cluster(&name) {
+            Err(why) if !force => {
+                out.skipped.push(format!("{name} ({why}; --force deletes it anyway)"));
                 continue;
             }
-        }
+            claimed => claimed.ok().flatten(),
+        };
         match host.run(rec, Cmd::new(delete_argv(&name, None)).timeout(Duration::from_secs(300))).await {
             Ok(_) => {
                 host.remove_dir_all(&run_dir(&name));
@@ -1334,6 +1370,7 @@ mod tests {
             existing: false,
             network_gateway: Default::default(),
             host: std::sync::Arc::new(crate::provider::LocalHost),
+            owner: Default::default(),
         }
     }
 

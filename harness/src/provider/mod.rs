@@ -172,6 +172,10 @@ pub trait Host: Send + Sync {
     fn write(&self, path: &Path, contents: &str) -> Result<(), ProviderError>;
     /// Remove a directory and what it holds, if it is there (a plan removes nothing).
     fn remove_dir_all(&self, path: &Path);
+    /// Make the lock file at `path` (its directories private, as [`Host::write`] makes them), take it
+    /// alone and write this process's pid into it: held while the file lives ([`kind::owner_lock`]).
+    /// `None` in a plan, which holds nothing; an error if another process holds it.
+    fn hold(&self, path: &Path) -> Result<Option<std::fs::File>, ProviderError>;
     /// A refusal about this host (a node architecture it cannot run): a run stops on it, a plan notes
     /// it and goes on, since it only shows what a run would do.
     fn refuse(&self, rec: &Recorder, err: ProviderError) -> Result<(), ProviderError>;
@@ -216,6 +220,23 @@ impl Host for LocalHost {
         let _ = std::fs::remove_dir_all(path);
     }
 
+    fn hold(&self, path: &Path) -> Result<Option<std::fs::File>, ProviderError> {
+        use std::io::Write;
+        use std::os::unix::fs::DirBuilderExt;
+        let err = |source: std::io::Error| ProviderError::Write { path: path.to_owned(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|source| ProviderError::Write { path: dir.to_owned(), source })?;
+        }
+        let mut file = crate::statefile::open_append(path).map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(err(std::io::Error::other("another faultlab process holds it"))),
+            Err(std::fs::TryLockError::Error(e)) => return Err(err(e)),
+        }
+        file.set_len(0).and_then(|()| writeln!(file, "{}", std::process::id())).map_err(err)?;
+        Ok(Some(file))
+    }
+
     fn refuse(&self, _rec: &Recorder, err: ProviderError) -> Result<(), ProviderError> {
         Err(err)
     }
@@ -254,6 +275,10 @@ impl Host for PlannedHost {
     }
 
     fn remove_dir_all(&self, _path: &Path) {}
+
+    fn hold(&self, _path: &Path) -> Result<Option<std::fs::File>, ProviderError> {
+        Ok(None)
+    }
 
     fn refuse(&self, rec: &Recorder, err: ProviderError) -> Result<(), ProviderError> {
         rec.push(Channel::Note, format!("plan only: {}", err.to_string().trim_start_matches("kind config: ")));
