@@ -2,7 +2,7 @@
 //!
 //! A kube watcher follows core/v1 Events in the run's namespace and those about the node. Events that
 //! existed before the watch began are the baseline and are left out, unless they occur again (their
-//! count grows). The normaliser replaces what differs from run to run (generated name suffixes, UIDs,
+//! count grows; a late write of repeats from before the watch is not an occurrence: [`late_flush`]). The normaliser replaces what differs from run to run (generated name suffixes, UIDs,
 //! IPs, timestamps, durations, digests, container IDs, the namespace and node names) with placeholders,
 //! so the list can be snapshot-asserted.
 
@@ -144,13 +144,15 @@ impl EventLog {
             let tx = tx.clone();
             let ready = ready_tx.clone();
             let task = tokio::spawn(async move {
-                let mut baseline: HashMap<String, i32> = HashMap::new();
+                // Each event's occurrences, and whether it had a series (events.k8s.io), as last seen.
+                let mut baseline: HashMap<String, (i32, bool)> = HashMap::new();
+                let began = jiff::Timestamp::now();
                 let mut initial = true;
                 let mut stream = watcher(api, cfg).boxed();
                 while let Some(item) = stream.next().await {
                     let event = match item {
                         Ok(watcher::Event::InitApply(e)) if initial => {
-                            baseline.insert(e.metadata.uid.clone().unwrap_or_default(), occurrences(&e));
+                            baseline.insert(e.metadata.uid.clone().unwrap_or_default(), (occurrences(&e), e.series.is_some()));
                             continue;
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -170,11 +172,12 @@ impl EventLog {
                     };
                     let uid = event.metadata.uid.clone().unwrap_or_default();
                     let count = occurrences(&event);
-                    let before = baseline.get(&uid).copied().unwrap_or(0);
-                    if before >= count {
+                    let (before, had_series) = baseline.get(&uid).copied().unwrap_or((0, false));
+                    let flushed = late_flush(&event, had_series, began);
+                    baseline.insert(uid, (count.max(before), event.series.is_some()));
+                    if before >= count || flushed {
                         continue;
                     }
-                    baseline.insert(uid, count);
                     let s = Seen {
                         kind: event.involved_object.kind.clone().unwrap_or_default(),
                         name: event.involved_object.name.clone().unwrap_or_default(),
@@ -300,6 +303,18 @@ fn keep(seen: &Mutex<Vec<Seen>>, dropped: &AtomicUsize, mut s: Seen) -> Option<u
 
 /// How long the watches may take to list the events already there.
 pub const BASELINE_WITHIN: Duration = Duration::from_secs(20);
+
+/// Is this write of an event that already had a series (events.k8s.io/v1, the scheduler's) a late
+/// write of repeats that all came before the watch began? client-go's event library writes a series'
+/// first repeat at once, but the later ones only when it refreshes the series (every 30 minutes) or
+/// finishes it (6 minutes after its last repeat), each with the series' last observed time. CI's test
+/// bed: volume-multi-attach's pod was refused once by the scheduler at setup ("unbound immediate
+/// PersistentVolumeClaims", its claim not bound yet), the repeat's count was written 7 minutes later,
+/// during recovery, and counted as a new occurrence. The time is the control plane's clock against
+/// this machine's: the same clock on the test bed and kind.
+pub fn late_flush(event: &Event, had_series: bool, began: jiff::Timestamp) -> bool {
+    had_series && event.series.as_ref().and_then(|s| s.last_observed_time.as_ref()).is_some_and(|t| t.0 < began)
+}
 
 /// How often an event has occurred. Events written through core/v1 count in `count`; those written
 /// through events.k8s.io/v1 (the scheduler's, from 1.19 on) keep `count` unset and count the repeats
@@ -839,6 +854,23 @@ mod tests {
             assert_eq!(events[0].message, "Failed to pull image \"r/app:1\": 401 Unauthorized");
         }
         assert_eq!(n.events(&[summary, pulled], &[], &[])[0].message, "Error: ErrImagePull", "without a symptom gate the first stands");
+    }
+
+    #[test]
+    fn a_series_written_late_with_repeats_from_before_the_watch_is_not_a_new_occurrence() {
+        let began: jiff::Timestamp = "2026-11-30T06:00:00Z".parse().unwrap();
+        let event = |series: serde_json::Value| -> Event { serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}, "involvedObject": {}, "series": series})).unwrap() };
+        // Its last repeat before the watch began, its series known then: a flush (CI's volume-multi-attach).
+        let flushed = event(serde_json::json!({"count": 2, "lastObservedTime": "2026-11-30T05:59:58.000000Z"}));
+        assert!(late_flush(&flushed, true, began));
+        // A repeat after the watch began counts, late as it is written.
+        let later = event(serde_json::json!({"count": 3, "lastObservedTime": "2026-11-30T06:00:05.000000Z"}));
+        assert!(!late_flush(&later, true, began));
+        // A series that starts now (its first repeat, written at once) counts: the baseline had none.
+        assert!(!late_flush(&flushed, false, began));
+        // An event without a series (core/v1, the kubelet's) is never a flush.
+        let legacy: Event = serde_json::from_value(serde_json::json!({"metadata": {"name": "b"}, "involvedObject": {}, "count": 4})).unwrap();
+        assert!(!late_flush(&legacy, true, began));
     }
 
     #[test]
