@@ -40,6 +40,8 @@ const PROC_PATH: &str = "/proc/sys/fs/inotify/max_user_instances";
 const INSTANCES: Ask = Ask("inotify-instances");
 const LIMIT: Ask = Ask("inotify-limit");
 const LOWERED: Ask = Ask("inotify-lowered");
+/// The step every count of root's instances is named by in an error.
+const COUNT_STEP: &str = "count-inotify-instances";
 
 /// How often the keeper counts root's instances again ([`InotifyLimit::keep`]).
 /// Half a second: the workload's container tries its watchers a second after it starts, so a count
@@ -145,7 +147,7 @@ impl Counter {
 
     /// The instances root holds, counted without a line in the record (the keeper counts every half second).
     async fn count(&self) -> Result<u64, FaultError> {
-        let step = "count-inotify-instances";
+        let step = COUNT_STEP;
         let cmd = count_in_use_but(&self.gone);
         let out = match &self.host {
             None => self.node.run(&cmd).await,
@@ -253,27 +255,28 @@ impl InotifyLimit {
     /// shares the host's processes), or, for a node that is a container (kind), every root process of
     /// this host, of which the node container's are only some (faultlab runs on the Docker host).
     async fn in_use(&self, ctx: &Ctx) -> Result<u64, FaultError> {
-        let step = "count-inotify-instances";
-        let out = match ctx.node.profile.container {
-            None => ctx.run(step, count_in_use()).await?,
-            Some(_) => ctx.run_on_host(step, count_in_use()).await?,
-        };
-        number(step, &out.stdout)
+        Self::count(ctx, count_in_use()).await
     }
 
     /// The instances root holds now beside the workload's pods ([`count_in_use_but`]): what was given back
     /// while the workload was made (the baseline, counted before it, cannot know) is not left to it.
     async fn in_use_beside_workload(&self, ctx: &Ctx) -> Result<u64, FaultError> {
-        let step = "count-inotify-instances";
-        let pods: Vec<k8s_openapi::api::core::v1::Pod> = ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err(step))?;
+        let pods: Vec<k8s_openapi::api::core::v1::Pod> =
+            ctx.kube.list(Some(&ctx.namespace), Some(&ctx.target.selector)).await.map_err(Ctx::api_err(COUNT_STEP))?;
         let uids: Vec<String> = pods.into_iter().filter_map(|p| p.metadata.uid).collect();
-        let cmd = count_in_use_but(&uids);
-        let out = match ctx.node.profile.container {
-            None => ctx.run(step, cmd).await?,
-            Some(_) => ctx.run_on_host(step, cmd).await?,
-        };
+        let n = Self::count(ctx, count_in_use_but(&uids)).await?;
         ctx.keep(WORKLOAD_PODS, &uids)?;
-        number(step, &out.stdout)
+        Ok(n)
+    }
+
+    /// Run counting command `cmd` where the limit applies (the node, or on kind this host; see
+    /// [`InotifyLimit::in_use`]), written to the record, and read its number.
+    async fn count(ctx: &Ctx, cmd: Cmd) -> Result<u64, FaultError> {
+        let out = match ctx.node.profile.container {
+            None => ctx.run(COUNT_STEP, cmd).await?,
+            Some(_) => ctx.run_on_host(COUNT_STEP, cmd).await?,
+        };
+        number(COUNT_STEP, &out.stdout)
     }
 
     /// The keeper: root's other processes give instances back while the fault holds (CI's kind suite
