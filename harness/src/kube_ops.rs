@@ -79,7 +79,8 @@ pub trait ApiBackend: Send + Sync {
     fn client(&self) -> Option<Client> {
         None
     }
-    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError>;
+    /// The objects of `ns` (all namespaces if `None`) that the label and field selectors select.
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError>;
     async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError>;
 }
 
@@ -142,10 +143,13 @@ impl ApiBackend for Client {
         Some(self.clone())
     }
 
-    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
         let mut lp = ListParams::default();
-        if let Some(s) = selector {
+        if let Some(s) = labels {
             lp = lp.labels(s);
+        }
+        if let Some(f) = fields {
+            lp = lp.fields(f);
         }
         let list = dynamic_api(self, ar, ns).list(&lp).await.map_err(|source| KubeError::Call { verb: "list", what: ar.plural.clone().into(), source })?;
         list.items.into_iter().map(as_value).collect()
@@ -204,8 +208,8 @@ impl<B: ApiBackend> ApiBackend for Timed<B> {
     fn client(&self) -> Option<Client> {
         self.inner.client()
     }
-    async fn list(&self, ar: &ApiResource, ns: Option<&str>, selector: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
-        self.rec.timed(Work::Api, self.inner.list(ar, ns, selector)).await
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+        self.rec.timed(Work::Api, self.inner.list(ar, ns, labels, fields)).await
     }
     async fn get(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Option<serde_json::Value>, KubeError> {
         self.rec.timed(Work::Api, self.inner.get(ar, ns, name)).await
@@ -234,7 +238,7 @@ impl ApiBackend for Scripted {
         Ok(())
     }
 
-    async fn list(&self, ar: &ApiResource, ns: Option<&str>, _: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
+    async fn list(&self, ar: &ApiResource, ns: Option<&str>, _: Option<&str>, _: Option<&str>) -> Result<Vec<serde_json::Value>, KubeError> {
         let at = path(ar, ns, None);
         match self.answer(&at) {
             Some(serde_json::Value::Array(items)) => Ok(items),
@@ -386,11 +390,19 @@ impl Kube {
     where
         K: kube::Resource<DynamicType = ()> + DeserializeOwned,
     {
+        self.list_where(ns, selector, None).await
+    }
+
+    /// List typed objects that a label selector and a field selector (`spec.nodeName=NODE`) select,
+    /// so the server filters them rather than faultlab (in a plan, what its script answers).
+    pub async fn list_where<K>(&self, ns: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> Result<Vec<K>, KubeError>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
         let ar = ApiResource::erase::<K>(&());
-        let query = selector.map(|s| format!("?labelSelector={s}")).unwrap_or_default();
         let at = path(&ar, ns, None);
-        self.note(format!("GET {at}{query}"));
-        self.api.list(&ar, ns, selector).await?.into_iter().map(|o| typed(o, &ar)).collect()
+        self.note(format!("GET {at}{}", list_query(labels, fields)));
+        self.api.list(&ar, ns, labels, fields).await?.into_iter().map(|o| typed(o, &ar)).collect()
     }
 
     /// Get an object of any kind, whole; None if absent (in a plan, unless its script answers).
@@ -559,6 +571,12 @@ pub fn path(ar: &ApiResource, ns: Option<&str>, name: Option<&str>) -> String {
     p
 }
 
+/// A list's query string for records and plans (`?labelSelector=...&fieldSelector=...`, or nothing).
+fn list_query(labels: Option<&str>, fields: Option<&str>) -> String {
+    let parts: Vec<String> = [("labelSelector", labels), ("fieldSelector", fields)].into_iter().filter_map(|(k, v)| v.map(|v| format!("{k}={v}"))).collect();
+    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+}
+
 /// Split a manifest into its documents.
 pub fn parse_manifest(text: &str) -> Result<Vec<serde_json::Value>, KubeError> {
     let options = serde_saphyr::options! { with_snippet: false };
@@ -602,6 +620,14 @@ pub async fn connect(path: &std::path::Path, context: &str) -> Result<Client, Ku
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lists_record_line_shows_both_selectors() {
+        assert_eq!(list_query(None, None), "");
+        assert_eq!(list_query(Some("app=web"), None), "?labelSelector=app=web");
+        assert_eq!(list_query(None, Some("spec.nodeName=n1")), "?fieldSelector=spec.nodeName=n1");
+        assert_eq!(list_query(Some("app=web"), Some("spec.nodeName=n1")), "?labelSelector=app=web&fieldSelector=spec.nodeName=n1");
+    }
 
     #[test]
     fn a_restorable_copy_keeps_the_content_and_drops_what_the_server_set() {

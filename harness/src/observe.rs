@@ -44,6 +44,12 @@ pub trait Observe: Send + Sync {
     async fn undo(&self, journal: &Journal) -> Vec<JournalError>;
     /// Keep still for `d` (a run's `--hold`).
     async fn hold(&self, d: Duration);
+    /// Sleep `d` between two looks of a fault's own polling loop at the cluster or the node (pods of
+    /// another namespace going away, a kubelet's log line): waiting on the cluster outside a gate. The
+    /// looks themselves are API calls and commands, counted as such.
+    async fn pause(&self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
     /// The gate on the fault itself after inject: `absent` is why its check found it not in place, if
     /// it did. A run stops there (the error); a plan, whose answers do not change as the node would,
     /// notes the gate and goes on.
@@ -223,6 +229,14 @@ impl Observe for Timed {
         let _ = self.timed(what, async { self.inner.hold(d).await; Ok::<(), WaitError>(()) }).await;
     }
 
+    /// Counted on the clock, not in the list of waits: a loop's pauses are one wait, which the fault's
+    /// note in the record names.
+    async fn pause(&self, d: Duration) {
+        let started = tokio::time::Instant::now();
+        self.inner.pause(d).await;
+        *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
+    }
+
     fn fault_in_place(&self, absent: Option<String>) -> Result<(), FaultAbsent> {
         self.inner.fault_in_place(absent)
     }
@@ -359,5 +373,10 @@ mod tests {
         timed.events(Some("ns"), "n").await.unwrap();
         timed.undo(&Journal::in_memory("x")).await;
         assert_eq!(*clock.lock().unwrap(), Duration::from_secs(2 + 3 + 5 + 13), "events (7 s) and undo (11 s) are faultlab's own");
+        let waits = timed.waits().lock().unwrap().len();
+        timed.pause(Duration::from_secs(1)).await;
+        timed.pause(Duration::from_secs(1)).await;
+        assert_eq!(*clock.lock().unwrap(), Duration::from_secs(2 + 3 + 5 + 13 + 2), "a polling loop's pauses are waiting on the cluster");
+        assert_eq!(timed.waits().lock().unwrap().len(), waits, "pauses are not listed as gates");
     }
 }

@@ -93,6 +93,12 @@ impl Ctx {
         self.rec().push(Channel::Note, text);
     }
 
+    /// Sleep `d` between two looks of a polling loop at the cluster or the node: the run counts it as
+    /// waiting on the cluster, not as its own time (see [`Observe::pause`]).
+    pub async fn pause(&self, d: std::time::Duration) {
+        self.observe.pause(d).await;
+    }
+
     /// Run a command on the node; failure is an error naming `step`.
     pub async fn run(&self, step: &str, cmd: Cmd) -> Result<Output, FaultError> {
         self.rec().push(Channel::Node, crate::cmd::shell_join(&self.node.host_argv(&cmd)));

@@ -334,7 +334,8 @@ impl CniBroken {
         let mut noted = false;
         loop {
             let namespaces: Vec<Namespace> = ctx.kube.list(None, None).await.map_err(Ctx::api_err(step))?;
-            let pods: Vec<Pod> = ctx.kube.list(None, None).await.map_err(Ctx::api_err(step))?;
+            let on_node = format!("spec.nodeName={}", ctx.node.name());
+            let pods: Vec<Pod> = ctx.kube.list_where(None, None, Some(&on_node)).await.map_err(Ctx::api_err(step))?;
             let going = going_away(&pods, &namespaces, ctx.node.name(), &ctx.namespace);
             if going.is_empty() {
                 return Ok(());
@@ -347,7 +348,7 @@ impl CniBroken {
                 ctx.note(format!("pods on the node still being deleted after {GOING_AWAY_WITHIN:?}, their addresses not reserved: {}", going.join(", ")));
                 return Ok(());
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            ctx.pause(Duration::from_secs(1)).await;
         }
     }
 
@@ -501,6 +502,25 @@ mod tests {
             ["fl-before/web-1", "fl-ended/web-5"],
             "a pod being deleted, or in a namespace being deleted; not the run's own, not another node's"
         );
+    }
+
+    /// Pods of another run that never go: inject waits out [`GOING_AWAY_WITHIN`], and the run counts
+    /// those pauses as waiting on the cluster, not as its own time.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_pods_going_away_is_waiting_on_the_cluster() {
+        let (mut ctx, _) = crate::faults::testing::ctx();
+        let node = ctx.node.name().to_string();
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "fl-before", "name": "web-1", "deletionTimestamp": "2026-11-29T22:40:28Z"}, "spec": {"nodeName": node, "containers": []}});
+        ctx.kube = crate::kube_ops::Kube::scripted(ctx.rec().clone(), vec![("/api/v1/pods".into(), serde_json::json!([pod]))]);
+        let timed = crate::observe::Timed::new(ctx.observe.clone());
+        let clock = timed.clock();
+        ctx.observe = std::sync::Arc::new(timed);
+        CniBroken::default().wait_for_pods_going_away(&ctx, "wait-for-pods-going-away").await.unwrap();
+        let waited = *clock.lock().unwrap();
+        assert!(waited >= GOING_AWAY_WITHIN - Duration::from_secs(1) && waited <= GOING_AWAY_WITHIN, "{waited:?}");
+        let lines: Vec<String> = ctx.rec().entries().into_iter().map(|e| e.line).collect();
+        assert!(lines.contains(&format!("GET /api/v1/pods?fieldSelector=spec.nodeName={node}")), "the server filters the node's pods: {lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("pods on the node still being deleted after 90s") && l.ends_with("fl-before/web-1")), "{lines:?}");
     }
 
     #[test]

@@ -139,7 +139,7 @@ impl CpuCount {
                 return Ok(());
             }
             if attempt < 29 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                ctx.pause(Duration::from_secs(1)).await;
             }
         }
         Err(FaultError::Check {

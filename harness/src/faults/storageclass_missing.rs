@@ -290,7 +290,7 @@ impl Fix for StorageclassMissing {
                             ),
                         });
                     }
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    ctx.pause(std::time::Duration::from_secs(1)).await;
                 }
             }
             // The StatefulSet makes the pod again, and first its claim from the template, which now
