@@ -8,7 +8,7 @@
 //!
 //! The modules by stage; each uses only its own stage and those above it (`tests/layers.rs` fails on
 //! any cycle):
-//! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`cmd`], [`schedule`],
+//! 1. base: [`check`], [`datafile`], [`duration`], [`names`], [`pattern`], [`record`], [`image`], [`image_archive`], [`cmd`], [`schedule`],
 //!    [`home`], [`statefile`], [`terminal`], [`atomic`], [`signals`], [`score`], [`webterm`]
 //! 2. nodes and the API: [`node`], [`kube_ops`], [`attacher`], [`journal`], [`machine_lock`], [`cri`] (the faultlab-cri crate, `harness/cri/`), [`testbed`]
 //! 3. what scenarios say: [`gates`], [`needs`], [`vars`], [`manifest`]
@@ -37,6 +37,7 @@ pub mod gates;
 pub mod home;
 pub mod html;
 pub mod image;
+pub mod image_archive;
 pub mod journal;
 pub mod kube_ops;
 pub mod lease;

@@ -75,7 +75,8 @@ impl Executor for ScriptedExecutor {
 #[derive(Default)]
 pub struct FakeExecutor {
     pub calls: Mutex<Vec<Vec<String>>>,
-    script: Mutex<Vec<(String, Output)>>,
+    /// (needle, answer, how many more times it answers: None for always).
+    script: Mutex<Vec<(String, Output, Option<usize>)>>,
     asked: Mutex<Vec<(Ask, Output)>>,
 }
 
@@ -87,7 +88,13 @@ impl FakeExecutor {
 
     /// Answer commands whose shell line contains `needle` with `output`.
     pub fn respond(&self, needle: &str, output: Output) {
-        self.script.lock().unwrap().push((needle.to_owned(), output));
+        self.script.lock().unwrap().push((needle.to_owned(), output, None));
+    }
+
+    /// Answer the next command whose shell line contains `needle` with `output`, once; later ones as
+    /// before (a sequence: the last answer given once comes first).
+    pub fn respond_once(&self, needle: &str, output: Output) {
+        self.script.lock().unwrap().push((needle.to_owned(), output, Some(1)));
     }
 
     /// Answer commands that ask `ask` with `output`, as a plan does (before any needle).
@@ -108,7 +115,15 @@ impl Executor for FakeExecutor {
         self.calls.lock().unwrap().push(argv.to_vec());
         let line = cmd::shell_join(argv);
         let asked = cmd.ask.and_then(|ask| self.asked.lock().unwrap().iter().rev().find(|(a, _)| *a == ask).map(|(_, o)| o.clone()));
-        let answer = asked.or_else(|| self.script.lock().unwrap().iter().rev().find(|(needle, _)| line.contains(needle.as_str())).map(|(_, o)| o.clone())).unwrap_or_default();
+        let scripted = || {
+            let mut script = self.script.lock().unwrap();
+            let (_, output, left) = script.iter_mut().rev().find(|(needle, _, left)| line.contains(needle.as_str()) && *left != Some(0))?;
+            if let Some(n) = left {
+                *n -= 1;
+            }
+            Some(output.clone())
+        };
+        let answer = asked.or_else(scripted).unwrap_or_default();
         as_from_a_command(answer, argv, allow_failure)
     }
 }

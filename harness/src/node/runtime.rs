@@ -39,6 +39,8 @@ pub enum RuntimeError {
     PatchValue { setting: Setting, field: String, want: &'static str, value: String },
     #[error("`containerd --version` printed {output:?}, which does not read as `containerd <module> [v]<major>.<minor>.<patch>...`")]
     ContainerdVersion { output: String },
+    #[error("`ctr --version` printed {output:?}, which does not read as `ctr <module> [v]<major>.<minor>.<patch>...`")]
+    CtrVersion { output: String },
     #[error(
         "cannot tell the cgroup version: `stat -fc %T /sys/fs/cgroup` printed {fs:?} (cgroup2fs is v2, tmpfs v1) and /proc/self/cgroup holds {proc_cgroup:?} (only a `0::` line is v2)"
     )]
@@ -426,16 +428,26 @@ impl ContainerdVersion {
     /// `containerd containerd.io 1.6.20 2806fc10...` (Docker's packages) or
     /// `containerd github.com/containerd/containerd/v2 v2.0.2 c507a025...` (kind's node image).
     pub fn parse(output: &str) -> Result<ContainerdVersion, RuntimeError> {
-        let bad = || RuntimeError::ContainerdVersion { output: output.trim().to_string() };
-        let line = output.lines().map(str::trim).find(|l| l.starts_with("containerd ")).ok_or_else(bad)?;
-        let word = line.split_whitespace().nth(2).ok_or_else(bad)?;
+        Self::parse_as("containerd ", output).ok_or_else(|| RuntimeError::ContainerdVersion { output: output.trim().to_string() })
+    }
+
+    /// From `ctr --version`, which prints its release as containerd does (`ctr github.com/containerd/containerd/v2
+    /// 2.1.9+unknown`, `ctr github.com/containerd/containerd 1.6.20~ds1`): the client's release, which
+    /// decides its flags and defaults.
+    pub fn parse_ctr(output: &str) -> Result<ContainerdVersion, RuntimeError> {
+        Self::parse_as("ctr ", output).ok_or_else(|| RuntimeError::CtrVersion { output: output.trim().to_string() })
+    }
+
+    fn parse_as(program: &str, output: &str) -> Option<ContainerdVersion> {
+        let line = output.lines().map(str::trim).find(|l| l.starts_with(program))?;
+        let word = line.split_whitespace().nth(2)?;
         let v = word.strip_prefix('v').unwrap_or(word);
         let numbers: Vec<&str> = v.splitn(4, ['.', '-', '+', '~']).collect();
         let number = |i: usize| numbers.get(i).filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit())).and_then(|s| s.parse::<u32>().ok());
-        let (major, minor) = (number(0).ok_or_else(bad)?, number(1).ok_or_else(bad)?);
+        let (major, minor) = (number(0)?, number(1)?);
         // `2.1` alone has no patch; a pre-release (`2.1.0-rc.1`) has one.
         let patch = number(2).unwrap_or(0);
-        Ok(ContainerdVersion { major, minor, patch, text: word.to_string() })
+        Some(ContainerdVersion { major, minor, patch, text: word.to_string() })
     }
 
     /// `major.minor`, as platform names carry it.
@@ -975,6 +987,11 @@ mod tests {
         assert_eq!((kind.major, kind.minor, kind.patch, kind.text.as_str()), (2, 0, 2, "v2.0.2"));
         let rc = version("WARN[0000] something\ncontainerd github.com/containerd/containerd/v2 v2.1.0-rc.1 abc\n");
         assert_eq!((rc.major, rc.minor, rc.patch), (2, 1, 0));
+        let ctr = ContainerdVersion::parse_ctr("ctr github.com/containerd/containerd/v2 2.1.9+unknown\n").unwrap();
+        assert_eq!((ctr.major, ctr.minor, ctr.patch), (2, 1, 9));
+        assert_eq!(ContainerdVersion::parse_ctr("ctr github.com/containerd/containerd 1.6.20~ds1\n").unwrap().minor_version(), "1.6");
+        let err = ContainerdVersion::parse_ctr("containerd github.com/containerd/containerd 1.6.20").unwrap_err().to_string();
+        assert!(err.starts_with("`ctr --version` printed"), "{err}");
         for bad in ["", "sh: containerd: not found", "containerd github.com/containerd/containerd", "containerd x vX.1", "containerd x 2"] {
             let err = ContainerdVersion::parse(bad).unwrap_err().to_string();
             assert!(err.starts_with("`containerd --version` printed"), "{bad}: {err}");
