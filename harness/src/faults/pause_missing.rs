@@ -11,7 +11,18 @@ use serde::{Deserialize, Serialize};
 use super::api::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
 use crate::check::Problem;
 use crate::cmd::Cmd;
-use crate::node::{NodeProfile, Setting};
+use crate::cmd::{Ask, Output};
+use crate::image_archive::{check_listing, Archive, LIST_TAR_SH};
+use crate::node::{ContainerdVersion, NodeProfile, Setting};
+
+/// What the prepare step's node commands ask (a plan answers them): the node package's listing
+/// (`absent`, or [`LIST_TAR_SH`]'s sections), `ctr --version`, and an export's listing.
+const PACKAGE_LISTING: Ask = Ask("node-package-listing");
+const CTR_VERSION: Ask = Ask("ctr-version");
+const EXPORT_LISTING: Ask = Ask("sandbox-image-export-listing");
+
+/// How many times prepare exports the sandbox image before it gives up on a whole archive.
+const EXPORT_ATTEMPTS: u32 = 3;
 
 /// The local-only sandbox image name on kind, as unpullable as the documented `cce-pause:3.1`.
 pub const KIND_SANDBOX_IMAGE: &str = "faultlab.invalid/cce-pause:3.1";
@@ -104,6 +115,73 @@ impl PauseMissing {
     }
 }
 
+impl PauseMissing {
+    /// The archive among `archives` that holds `image`, or why none is the one to import it from.
+    fn holding<'a>(package: &str, image: &str, archives: &'a [Archive]) -> Result<&'a Archive, FaultError> {
+        archives.iter().find(|a| a.holds(image)).ok_or_else(|| FaultError::Check {
+            step: "check-node-package".into(),
+            message: format!(
+                "the node package {package} does not hold the sandbox image {image} ({}): importing it would not bring the sandbox image back, so the fault deletes nothing",
+                Self::described(archives)
+            ),
+        })
+    }
+
+    fn described(archives: &[Archive]) -> String {
+        let each: Vec<String> = archives
+            .iter()
+            .map(|a| format!("{} names {}, {} digests checked", a.path, if a.images.is_empty() { "no image".into() } else { a.images.join(", ") }, a.digests_checked))
+            .collect();
+        each.join("; ")
+    }
+
+    /// kind's nodes: export the sandbox image (ctr's own export where ctr has the transfer API, whose
+    /// export can end early), check the archive, export again up to [`EXPORT_ATTEMPTS`] times while it
+    /// is not whole, then write the package in one rename.
+    async fn make_package(ctx: &Ctx, package: &str, image: &str, dir: &str) -> Result<(), FaultError> {
+        let mut args = vec!["image".to_string(), "export".into()];
+        if Self::export_needs_local(ctx).await? {
+            args.push("--local".into());
+        }
+        args.extend(["pause.tar".into(), image.to_string()]);
+        let export = crate::cmd::shell_join(&ctx.node.profile.ctr(args).argv);
+        let script = format!("{LIST_TAR_SH}; {} && cd {dir} && {export} >/dev/null && fl_list_tar pause.tar || {{ s=$?; cd / && rm -rf {dir}; exit $s; }}", fresh_private_dir(WORK_PARENT, dir));
+        for attempt in 1..=EXPORT_ATTEMPTS {
+            let listing = ctx.run("export-sandbox-image", Cmd::shell(script.clone()).asks(EXPORT_LISTING)).await?.stdout;
+            let why = match check_listing(&listing) {
+                Ok(archives) => match Self::holding(package, image, &archives) {
+                    Ok(_) => {
+                        let pkg = shell_words::quote(package);
+                        let write = format!("cd {dir} && mkdir -p \"$(dirname {pkg})\" && tar -czf {pkg}.part pause.tar && mv -f {pkg}.part {pkg}; s=$?; cd / && rm -rf {dir}; exit $s");
+                        ctx.note(format!("the export of {image} is whole ({}): write it as the node package {package}", Self::described(&archives)));
+                        return ctx.run("write-node-package", Cmd::shell(write)).await.map(drop);
+                    }
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.to_string(),
+            };
+            if attempt == EXPORT_ATTEMPTS {
+                ctx.run("remove-work-directory", Cmd::new(["rm", "-rf", "--", dir])).await?;
+                return Err(FaultError::Check {
+                    step: "export-sandbox-image".into(),
+                    message: format!("{EXPORT_ATTEMPTS} exports of {image} were not whole, the last: {why}; nothing was written or deleted"),
+                });
+            }
+            ctx.note(format!("export {attempt} of {image} is not whole ({why}): export again"));
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// Whether `ctr image export` needs `--local` to write its file itself: from containerd 2.0 it goes
+    /// through the transfer API by default (1.7 has the flag, on by default; 1.6 neither).
+    async fn export_needs_local(ctx: &Ctx) -> Result<bool, FaultError> {
+        let ctr = ctx.node.profile.containerd.ctr.clone().unwrap_or_else(|| "ctr".into());
+        let out = ctx.run("ctr-version", Cmd::new([ctr.as_str(), "--version"]).asks(CTR_VERSION)).await?.stdout;
+        let version = ContainerdVersion::parse_ctr(&out).map_err(|e| FaultError::Check { step: "ctr-version".into(), message: e.to_string() })?;
+        Ok(version.major >= 2)
+    }
+}
+
 /// The document's fix, step by step, in its order (scenario files name them in `fix[].step`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,6 +207,27 @@ impl Fault for PauseMissing {
         self.package.as_deref().and_then(package_problem).map(|m| Problem::new("package", m)).into_iter().collect()
     }
 
+    /// A plan's node: no package yet (kind's), ctr of containerd 2, and a whole export of the sandbox
+    /// image (the listing [`LIST_TAR_SH`] prints, its digests standing in for real ones).
+    fn plan_answers(&self, node: &NodeProfile, _namespace: &str) -> Vec<(Ask, Output)> {
+        let image = &node.containerd.sandbox_image;
+        let (layer, config, manifest) = ("1".repeat(64), "2".repeat(64), "3".repeat(64));
+        let listing = format!(
+            "== pause.tar\ntar-status 0\nmanifest [{{\"Config\":\"blobs/sha256/{config}\",\"RepoTags\":[\"{image}\"],\"Layers\":[\"blobs/sha256/{layer}\"]}}]\n\
+             index {{\"manifests\":[{{\"digest\":\"sha256:{manifest}\",\"annotations\":{{\"io.containerd.image.name\":\"{image}\"}}}}]}}\n\
+             {layer}  ./blobs/sha256/{layer}\n{config}  ./blobs/sha256/{config}\n{manifest}  ./blobs/sha256/{manifest}\n\
+             {}  ./index.json\n{}  ./manifest.json\n{}  ./oci-layout\n",
+            "4".repeat(64),
+            "5".repeat(64),
+            "6".repeat(64)
+        );
+        vec![
+            (PACKAGE_LISTING, Output::ok("absent\n")),
+            (CTR_VERSION, Output::ok("ctr github.com/containerd/containerd/v2 2.1.9\n")),
+            (EXPORT_LISTING, Output::ok(listing)),
+        ]
+    }
+
     /// On kind a deleted sandbox image would simply be pulled again. As the documented `cce-pause:3.1`
     /// is, make it unpullable: point containerd at a local-only name, and tag the node's bundled pause
     /// image with it as soon as the node container exists (before kubelet needs a sandbox).
@@ -136,20 +235,32 @@ impl Fault for PauseMissing {
         crate::needs::Needs { local_sandbox_image: Some(KIND_SANDBOX_IMAGE.into()), ..Default::default() }
     }
 
-    /// kind nodes have no node package: make one from the sandbox image the node holds, so the
-    /// document's fix can run as written. On the test bed the package is already there.
+    /// The node package must hold the sandbox image, whole, before inject deletes it: the fix and the
+    /// undo import it from there. A package the node has is checked and never replaced; kind nodes have
+    /// none, so one is made from the sandbox image the node holds (exported, checked, and only then
+    /// written in the package's place), and the document's fix runs as written.
     async fn prepare(&self, ctx: &Ctx) -> Result<(), FaultError> {
         let package = self.package(ctx)?;
         let image = Self::image(ctx).await?;
-        let export = crate::cmd::shell_join(&ctx.node.profile.ctr(["image", "export", "pause.tar", image.as_str()]).argv);
-        let script = format!(
-            "test -s {pkg} || {{ d=$(mktemp -d) && cd \"$d\" && {export} && mkdir -p \"$(dirname {pkg})\" && tar -czf {pkg} pause.tar && rm -rf \"$d\"; }}",
-            pkg = shell_words::quote(&package),
+        let dir = format!("{}.prepare", Self::workdir(ctx));
+        let pkg = shell_words::quote(&package);
+        let look = format!(
+            "{LIST_TAR_SH}; {} && cd {dir} && if test -s {pkg}; then tar -xzf {pkg} && find . -name '*.tar' | sort >.fl-tars && \
+             while read -r t; do fl_list_tar \"$t\"; done <.fl-tars; else echo absent; fi; s=$?; cd / && rm -rf {dir}; exit $s",
+            fresh_private_dir(WORK_PARENT, &dir)
         );
-        ctx.run("ensure-node-package", Cmd::shell(script)).await?;
+        let listing = ctx.run("check-node-package", Cmd::shell(look).asks(PACKAGE_LISTING)).await?.stdout;
+        if listing.trim() == "absent" {
+            return Self::make_package(ctx, &package, &image, &dir).await;
+        }
+        let archives = check_listing(&listing).map_err(|e| FaultError::Check {
+            step: "check-node-package".into(),
+            message: format!("the node package {package} is not one the fix can import the sandbox image {image} from: {e}; the fault deletes nothing it cannot import again (replace the package, or name another in fault.pause-missing.package)"),
+        })?;
+        Self::holding(&package, &image, &archives)?;
+        ctx.note(format!("the node package {package} holds {image}, whole ({})", Self::described(&archives)));
         Ok(())
     }
-
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         // The undo is the documented fix itself: unpack and import again.
         let restore = format!("{} && {}", self.unpack(ctx)?.argv[2], Self::import(ctx).argv[2]);
@@ -282,6 +393,88 @@ mod tests {
         fake.respond("cat -- ", crate::cmd::Output::ok("not = [toml"));
         let err = PauseMissing::default().inject(&ctx).await.unwrap_err().to_string();
         assert!(err.starts_with("read-containerd-config: containerd's config /var/lib/faultlab/testbed/containerd.toml is not TOML"), "{err}");
+    }
+
+    /// A listing of one archive holding `image`, whole (the digests stand in for real ones; the
+    /// listing's own judge is tested in `image_archive`).
+    fn whole(path: &str, image: &str) -> Output {
+        let h = "ab".repeat(32);
+        Output::ok(format!("== {path}\ntar-status 0\nmanifest [{{\"Config\":\"{h}.json\",\"RepoTags\":[\"{image}\"],\"Layers\":[\"l/layer.tar\"]}}]\n{h}  ./{h}.json\n{h}  ./l/layer.tar\n{h}  ./manifest.json\n"))
+    }
+
+    /// The export of stop 48's CI: cut inside its layer (tar's status 2).
+    fn cut(path: &str) -> Output {
+        Output::ok(format!("== {path}\ntar-status 2\ntar-error tar: Unexpected EOF in archive\ntar-error tar: Error is not recoverable: exiting now\n"))
+    }
+
+    fn notes(ctx: &Ctx) -> Vec<String> {
+        ctx.rec().entries().into_iter().filter(|e| e.channel == crate::record::Channel::Note).map(|e| e.line).collect()
+    }
+
+    #[tokio::test]
+    async fn a_package_the_node_has_is_checked_and_never_replaced() {
+        let (ctx, fake) = ctx();
+        fake.respond("if test -s", whole("./pause/package/image/cce-pause-3.1.tar", "faultlab.invalid/cce-pause:3.1"));
+        PauseMissing::default().prepare(&ctx).await.unwrap();
+        let lines = fake.lines();
+        assert_eq!(lines.len(), 2, "the config, then the package's check: {lines:?}");
+        assert!(lines[1].contains("tar -xzf /opt/cloud/cce/package/node-package/pause-3.1.tgz") && lines[1].contains("fl_list_tar"), "{}", lines[1]);
+        assert!(lines[1].contains("cd / && rm -rf /var/lib/faultlab-work/pause-missing.fl-test.prepare"), "its directory goes: {}", lines[1]);
+        assert!(notes(&ctx).iter().any(|n| n.starts_with("the node package /opt/cloud/cce/package/node-package/pause-3.1.tgz holds faultlab.invalid/cce-pause:3.1, whole")), "{:?}", notes(&ctx));
+    }
+
+    #[rstest::rstest]
+    #[case::cut_short(cut("./pause/package/image/cce-pause-3.1.tar"), "is not one the fix can import the sandbox image faultlab.invalid/cce-pause:3.1 from: \"./pause/package/image/cce-pause-3.1.tar\": tar could not read it to its end (status 2)")]
+    #[case::another_image(whole("./pause.tar", "registry.k8s.io/pause:3.10"), "does not hold the sandbox image faultlab.invalid/cce-pause:3.1 (./pause.tar names registry.k8s.io/pause:3.10, 1 digests checked)")]
+    #[case::no_image_tar(Output::ok(""), "it holds no image archive (no *.tar)")]
+    #[tokio::test]
+    async fn a_package_that_could_not_restore_the_image_stops_prepare(#[case] listing: Output, #[case] why: &str) {
+        let (ctx, fake) = ctx();
+        fake.respond("if test -s", listing);
+        let err = PauseMissing::default().prepare(&ctx).await.unwrap_err().to_string();
+        assert!(err.starts_with("check-node-package: the node package /opt/cloud/cce/package/node-package/pause-3.1.tgz ") && err.contains(why), "{err}");
+        assert_eq!(fake.lines().len(), 2, "nothing exported or written: {:?}", fake.lines());
+        assert!(ctx.journal.snapshot().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_export_cut_short_is_made_again_and_only_a_whole_one_written() {
+        let (ctx, fake) = ctx();
+        fake.respond("if test -s", Output::ok("absent\n"));
+        fake.respond("--version", Output::ok("ctr github.com/containerd/containerd/v2 2.1.9+unknown\n"));
+        fake.respond("image export", whole("pause.tar", "faultlab.invalid/cce-pause:3.1"));
+        fake.respond_once("image export", cut("pause.tar"));
+        PauseMissing::default().prepare(&ctx).await.unwrap();
+        let lines = fake.lines();
+        let exports: Vec<&String> = lines.iter().filter(|l| l.contains("image export")).collect();
+        assert_eq!(exports.len(), 2, "{lines:?}");
+        assert!(exports[0].contains("image export --local pause.tar faultlab.invalid/cce-pause:3.1 >/dev/null && fl_list_tar pause.tar"), "containerd 2's ctr writes the file itself: {}", exports[0]);
+        let write = lines.last().unwrap();
+        assert!(write.contains("tar -czf /opt/cloud/cce/package/node-package/pause-3.1.tgz.part pause.tar && mv -f /opt/cloud/cce/package/node-package/pause-3.1.tgz.part /opt/cloud/cce/package/node-package/pause-3.1.tgz"), "{write}");
+        let notes = notes(&ctx);
+        assert!(notes.iter().any(|n| n.starts_with("export 1 of faultlab.invalid/cce-pause:3.1 is not whole (\"pause.tar\": tar could not read it to its end (status 2): tar: Unexpected EOF in archive")), "{notes:?}");
+    }
+
+    #[tokio::test]
+    async fn exports_never_whole_write_nothing_and_leave_no_directory() {
+        let (ctx, fake) = ctx();
+        fake.respond("if test -s", Output::ok("absent\n"));
+        fake.respond("--version", Output::ok("ctr github.com/containerd/containerd 1.6.20~ds1\n"));
+        fake.respond("image export", cut("pause.tar"));
+        let err = PauseMissing::default().prepare(&ctx).await.unwrap_err().to_string();
+        assert!(err.starts_with("export-sandbox-image: 3 exports of faultlab.invalid/cce-pause:3.1 were not whole, the last: \"pause.tar\": tar could not read it to its end"), "{err}");
+        let lines = fake.lines();
+        assert_eq!(lines.iter().filter(|l| l.contains("image export pause.tar")).count(), 3, "containerd 1.6's ctr has no --local: {lines:?}");
+        assert!(lines.iter().all(|l| !l.contains(".tgz.part")), "{lines:?}");
+        assert!(lines.last().unwrap().ends_with("rm -rf -- /var/lib/faultlab-work/pause-missing.fl-test.prepare"), "{lines:?}");
+    }
+
+    #[tokio::test]
+    async fn the_plan_makes_a_package_from_a_whole_export() {
+        let fault = PauseMissing::default();
+        let (ctx, fake) = crate::faults::testing::plan_ctx(&fault);
+        fault.prepare(&ctx).await.unwrap();
+        assert!(fake.lines().last().unwrap().contains("tar -czf"), "{:?}", fake.lines());
     }
 
     fn fault(package: &str) -> PauseMissing {
