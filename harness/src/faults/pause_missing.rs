@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{fresh_private_dir, Ctx, Fault, FaultError, Fix, Probe, Presence, WORK_PARENT};
 use crate::check::Problem;
-use crate::cmd::Cmd;
-use crate::cmd::{Ask, Output};
+use crate::cmd::{Ask, Cmd, Output};
 use crate::image_archive::{check_listing, Archive, LIST_TAR_SH};
 use crate::node::{ContainerdVersion, NodeProfile, Setting};
 
@@ -113,17 +112,14 @@ impl PauseMissing {
         ))
         .timeout(std::time::Duration::from_secs(120))
     }
-}
 
-impl PauseMissing {
     /// The archive among `archives` that holds `image`, or why none is the one to import it from.
-    fn holding<'a>(package: &str, image: &str, archives: &'a [Archive]) -> Result<&'a Archive, FaultError> {
-        archives.iter().find(|a| a.holds(image)).ok_or_else(|| FaultError::Check {
-            step: "check-node-package".into(),
-            message: format!(
+    fn holding<'a>(package: &str, image: &str, archives: &'a [Archive]) -> Result<&'a Archive, String> {
+        archives.iter().find(|a| a.holds(image)).ok_or_else(|| {
+            format!(
                 "the node package {package} does not hold the sandbox image {image} ({}): importing it would not bring the sandbox image back, so the fault deletes nothing",
                 Self::described(archives)
-            ),
+            )
         })
     }
 
@@ -156,7 +152,7 @@ impl PauseMissing {
                         ctx.note(format!("the export of {image} is whole ({}): write it as the node package {package}", Self::described(&archives)));
                         return ctx.run("write-node-package", Cmd::shell(write)).await.map(drop);
                     }
-                    Err(e) => e.to_string(),
+                    Err(why) => why,
                 },
                 Err(e) => e.to_string(),
             };
@@ -257,10 +253,11 @@ impl Fault for PauseMissing {
             step: "check-node-package".into(),
             message: format!("the node package {package} is not one the fix can import the sandbox image {image} from: {e}; the fault deletes nothing it cannot import again (replace the package, or name another in fault.pause-missing.package)"),
         })?;
-        Self::holding(&package, &image, &archives)?;
+        Self::holding(&package, &image, &archives).map_err(|message| FaultError::Check { step: "check-node-package".into(), message })?;
         ctx.note(format!("the node package {package} holds {image}, whole ({})", Self::described(&archives)));
         Ok(())
     }
+
     async fn inject(&self, ctx: &Ctx) -> Result<(), FaultError> {
         // The undo is the documented fix itself: unpack and import again.
         let restore = format!("{} && {}", self.unpack(ctx)?.argv[2], Self::import(ctx).argv[2]);
